@@ -1,0 +1,42 @@
+# mdsl developer entry points. Every target creates or refreshes .venv itself.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP_RUN  := $(VENV)/.stamp-run
+STAMP_TEST := $(VENV)/.stamp-test
+
+.PHONY: demo test bench lint format clean venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+
+$(STAMP_RUN): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(STAMP_TEST): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[test]"
+	@touch $@ $(STAMP_RUN)
+
+venv: $(STAMP_RUN)
+
+demo: $(STAMP_RUN)
+	$(PY) examples/demo.py
+
+test: $(STAMP_TEST)
+	$(PY) -m pytest -n 2 tests
+
+bench: $(STAMP_TEST)
+	$(PY) benchmarks/run.py
+
+lint: $(STAMP_TEST)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP_TEST)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,3 @@
+from mdsl.tools.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Reserved for the codegen stage (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Reserved for the frontends stage (see DESIGN.md)."""

@@ -1,0 +1,295 @@
+"""Saving and loading graphs: a versioned JSON document, constants as .npy, no pickle.
+
+`mdsl.save(g, path)` writes a zip holding `graph.json` and one `constants/<key>.npy` per
+constant; `g.to_json()` inlines constants as base64 .npy bytes. Loading validates every
+field, reads arrays with `allow_pickle=False` and verifies the rebuilt graph, so a
+hostile or damaged file gets a GraphError, never a crash or a half-built graph.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+from mdsl.ir.dim import Dim, dim_from_json
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import GraphError, MdslError
+from mdsl.ir.graph import Graph, Layer, Node, Tensor
+from mdsl.ir.initializer import ParamInit
+from mdsl.ir.tensor_type import TensorType
+
+FORMAT = "mdsl-graph"
+VERSION = 1
+MAX_MEMBER_BYTES = 1 << 34  # refuse absurd sizes announced by a zip directory
+
+
+# -- encoding -----------------------------------------------------------------------------
+class _ArrayStore:
+    """Where arrays go: inline base64 (JSON text) or separate zip members."""
+
+    def __init__(self, inline: bool):
+        self.inline = inline
+        self.members: dict[str, np.ndarray] = {}
+
+    def put(self, array: np.ndarray):
+        if self.inline:
+            return {"npy": base64.b64encode(_npy_bytes(array)).decode("ascii")}
+        key = f"c{len(self.members)}"
+        self.members[key] = array
+        return {"ref": key}
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    if array.dtype == DType.bfloat16.np:  # .npy cannot name bfloat16: store its bits
+        array = array.view(np.uint16)
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _encode_attr(value, store: _ArrayStore):
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, float):
+        return {"float": value}
+    if isinstance(value, str):
+        return {"str": value}
+    if isinstance(value, DType):
+        return {"dtype": value.value}
+    if isinstance(value, Dim):
+        return {"dim": value.to_json()}
+    if isinstance(value, ParamInit):
+        value = value.materialize()
+    if isinstance(value, np.ndarray):
+        return {"array": store.put(value), "dtype": DType.of(value.dtype).value}
+    if isinstance(value, (tuple, list)):
+        return {"list": [_encode_attr(v, store) for v in value]}
+    raise GraphError(f"cannot serialize attr value {value!r:.60}")
+
+
+def _encode_graph(g: Graph, store: _ArrayStore) -> dict:
+    return {
+        "name": g.name,
+        "layers": [{"path": lay.path, "function": lay.function} for lay in g.layers.values()],
+        "nodes": [_encode_node(n, store) for n in g],
+    }
+
+
+def _encode_node(node: Node, store: _ArrayStore) -> dict:
+    doc = {
+        "name": node.name,
+        "op_type": node.op_type,
+        "inputs": [None if t is None else t.name for t in node.inputs],
+        "attrs": {k: _encode_attr(v, store) for k, v in node.attrs.items()},
+        "outputs": [t.type.to_json() for t in node.outputs],
+        "layer": node.layer,
+        "source": node.source,
+    }
+    for key in ("device", "fusion_group"):
+        if getattr(node, key) is not None:
+            doc[key] = getattr(node, key)
+    if node.subgraphs:
+        doc["subgraphs"] = {k: _encode_graph(s, store) for k, s in node.subgraphs.items()}
+    return doc
+
+
+def graph_to_json(g: Graph) -> str:
+    doc = {"format": FORMAT, "version": VERSION, "graph": _encode_graph(g, _ArrayStore(True))}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def save(g: Graph, path) -> None:
+    """Write `g` to `path` (a zip: graph.json + constants/*.npy), atomically."""
+    store = _ArrayStore(inline=False)
+    doc = {"format": FORMAT, "version": VERSION, "graph": _encode_graph(g, store)}
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".mdsl-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("graph.json", json.dumps(doc, separators=(",", ":")))
+            for key, array in store.members.items():
+                z.writestr(f"constants/{key}.npy", _npy_bytes(array))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# -- decoding -----------------------------------------------------------------------------
+def _fail(message: str):
+    raise GraphError(f"malformed mdsl graph: {message}")
+
+
+def _expect(value, kind, what: str):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        _fail(f"{what} should be {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value
+
+
+class _ArraySource:
+    def __init__(self, zf: zipfile.ZipFile | None):
+        self.zf = zf
+
+    def get(self, spec) -> np.ndarray:
+        _expect(spec, dict, "array")
+        if "npy" in spec:
+            raw = base64.b64decode(_expect(spec["npy"], str, "inline array"), validate=True)
+        elif "ref" in spec and self.zf is not None:
+            key = _expect(spec["ref"], str, "array ref")
+            raw = self._member(f"constants/{key}.npy")
+        else:
+            _fail(f"bad array reference {spec!r:.60}")
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+
+    def _member(self, name: str) -> bytes:
+        try:
+            info = self.zf.getinfo(name)
+        except KeyError:
+            _fail(f"missing member {name}")
+        if info.file_size > MAX_MEMBER_BYTES:
+            _fail(f"member {name} is {info.file_size} bytes")
+        return self.zf.read(name)
+
+
+def _decode_attr(obj, source: _ArraySource):
+    if obj is None:
+        return None
+    _expect(obj, dict, "attr value")
+    if len(obj) == 2 and "array" in obj:
+        dt = DType.of(_expect(obj["dtype"], str, "array dtype"))
+        array = source.get(obj["array"])
+        if dt == DType.bfloat16:
+            array = array.view(dt.np)
+        if array.dtype != dt.np:
+            _fail(f"array stored as {array.dtype}, declared {dt}")
+        array.setflags(write=False)
+        return array
+    if len(obj) != 1:
+        _fail(f"bad attr value {obj!r:.60}")
+    ((tag, v),) = obj.items()
+    decoders = {
+        "bool": lambda: _expect(v, bool, "bool attr"),
+        "int": lambda: _expect(v, int, "int attr"),
+        "float": lambda: float(_expect(v, (int, float), "float attr")),
+        "str": lambda: _expect(v, str, "str attr"),
+        "dtype": lambda: DType.of(_expect(v, str, "dtype attr")),
+        "dim": lambda: dim_from_json(v),
+        "list": lambda: tuple(_decode_attr(x, source) for x in _expect(v, list, "list attr")),
+    }
+    if tag not in decoders:
+        _fail(f"unknown attr tag {tag!r}")
+    return decoders[tag]()
+
+
+def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer: dict) -> Graph:
+    _expect(doc, dict, "graph")
+    g = Graph(_expect(doc.get("name"), str, "graph name"))
+    g.parent = parent
+    for lay in _expect(doc.get("layers", []), list, "layers"):
+        path = _expect(_expect(lay, dict, "layer").get("path"), str, "layer path")
+        g.layers[path] = Layer(path, _expect(lay.get("function", ""), str, "layer function"))
+        g.layer_names.reserve(path)
+    tensors = dict(outer)
+    for ndoc in _expect(doc.get("nodes"), list, "nodes"):
+        node = _decode_node(ndoc, source, g, tensors)
+        g.append(node)
+        for t in node.outputs:
+            tensors[t.name] = t
+    return g
+
+
+def _decode_node(doc, source: _ArraySource, g: Graph, tensors: dict) -> Node:
+    _expect(doc, dict, "node")
+    name = _expect(doc.get("name"), str, "node name")
+    inputs = []
+    for ref in _expect(doc.get("inputs", []), list, f"inputs of {name}"):
+        if ref is None:
+            inputs.append(None)
+        elif _expect(ref, str, f"input of {name}") in tensors:
+            inputs.append(tensors[ref])
+        else:
+            _fail(f"node {name} reads {ref!r}, which no earlier node produces")
+    attrs = {
+        _expect(k, str, "attr name"): _decode_attr(v, source)
+        for k, v in _expect(doc.get("attrs", {}), dict, f"attrs of {name}").items()
+    }
+    node = Node(
+        name,
+        _expect(doc.get("op_type"), str, f"op type of {name}"),
+        inputs,
+        attrs,
+        layer=_expect(doc.get("layer", ""), str, "layer"),
+        source=doc.get("source") if isinstance(doc.get("source"), str) else None,
+        device=doc.get("device") if isinstance(doc.get("device"), str) else None,
+        fusion_group=doc.get("fusion_group") if isinstance(doc.get("fusion_group"), str) else None,
+    )
+    types = [TensorType.from_json(t) for t in _expect(doc.get("outputs", []), list, "outputs")]
+    node.outputs = [Tensor(t, node, i) for i, t in enumerate(types)]
+    subs = _expect(doc.get("subgraphs", {}), dict, f"subgraphs of {name}")
+    visible = tensors | {t.name: t for t in node.outputs}
+    node.subgraphs = {k: _decode_graph(s, source, g, visible) for k, s in subs.items()}
+    return node
+
+
+def _decode_document(text, source: _ArraySource) -> Graph:
+    from mdsl.ir.verify import verify
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        _fail(f"not JSON ({e})")
+    _expect(doc, dict, "document")
+    if doc.get("format") != FORMAT:
+        _fail(f"not an mdsl graph document (format {doc.get('format')!r:.40})")
+    if doc.get("version") != VERSION:
+        _fail(f"document version {doc.get('version')!r:.20} is not supported (this is {VERSION})")
+    try:
+        g = _decode_graph(doc.get("graph"), source, None, {})
+    except MdslError as e:
+        raise GraphError(f"malformed mdsl graph: {e.message}") from None
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        RecursionError,
+    ) as e:
+        _fail(f"{type(e).__name__}: {e}")
+    verify(g)
+    return g
+
+
+def graph_from_json(text: str | bytes) -> Graph:
+    return _decode_document(text, _ArraySource(None))
+
+
+def load(path) -> Graph:
+    """Read a graph written by `save`; GraphError on anything malformed."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if "graph.json" not in zf.namelist():
+                _fail(f"{os.fspath(path)} has no graph.json")
+            info = zf.getinfo("graph.json")
+            if info.file_size > MAX_MEMBER_BYTES:
+                _fail("graph.json is too large")
+            text = zf.read("graph.json")
+            return _decode_document(text, _ArraySource(zf))
+    except FileNotFoundError:
+        raise GraphError(f"no such file: {os.fspath(path)}") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        raise GraphError(f"{os.fspath(path)} is not a readable mdsl file ({e})") from None

@@ -1,0 +1,1 @@
+"""Reserved for the passes stage (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Reserved for the runtime stage (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Tools that read graphs: command line (and, later, viz and diff)."""

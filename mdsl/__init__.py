@@ -31,6 +31,7 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
+from mdsl.runtime.interpreter import interpret
 
 bool_ = DType.bool_
 int8, uint8, int16, int32, int64 = DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64

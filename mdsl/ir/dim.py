@@ -226,8 +226,11 @@ class Dim:
 
     # -- serialization -----------------------------------------------------------------------
     def to_json(self):
-        """A JSON-able form; `dim_from_json` reverses it."""
-        return {"terms": [[[_atom_to_json(a) for a in m], c] for m, c in self.terms.items()]}
+        """A JSON-able form; `dim_from_json` reverses it (ranges of bare symbols included)."""
+        out = {"terms": [[[_atom_to_json(a) for a in m], c] for m, c in self.terms.items()]}
+        if self.min != 0 or self.max is not None:
+            out["range"] = [self.min, self.max]
+        return out
 
 
 def _atom_to_json(atom: _Atom):
@@ -265,7 +268,22 @@ def dim_from_json(obj) -> Dim | int:
         if not _is_int(coeff):
             raise ShapeError(f"bad symbolic dim coefficient {coeff!r}")
         terms[tuple(sorted(_atom_from_json(a) for a in mono))] = int(coeff)
-    return Dim._from_terms(terms)
+    dim = Dim._from_terms(terms)
+    if "range" in obj and isinstance(dim, Dim):
+        lo, hi = (
+            obj["range"]
+            if isinstance(obj["range"], list) and len(obj["range"]) == 2
+            else (None, None)
+        )
+        if (
+            not _is_int(lo)
+            or not (hi is None or _is_int(hi))
+            or lo < 0
+            or (hi is not None and hi < lo)
+        ):
+            raise ShapeError(f"bad symbolic dim range {obj['range']!r}")
+        dim.min, dim.max = int(lo), hi
+    return dim
 
 
 def _free(d) -> set[str]:

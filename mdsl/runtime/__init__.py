@@ -1,1 +1,3 @@
-"""Reserved for the runtime stage (see DESIGN.md)."""
+"""Running graphs: the reference interpreter (and, later, executables and profilers)."""
+
+from mdsl.runtime.interpreter import interpret

@@ -10,7 +10,7 @@
 True
 """
 
-from mdsl import ops
+from mdsl import expr, ops, passes
 from mdsl.builder import tensor_methods as _tensor_methods  # installs Tensor operators
 from mdsl.builder.scopes import device, layer, param, scope
 from mdsl.ir import dtype as _dtype
@@ -31,7 +31,10 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
+from mdsl.passes.manager import optimize
+from mdsl.runtime.compare import compare
 from mdsl.runtime.interpreter import interpret
+from mdsl.tools.diff import diff
 
 bool_ = DType.bool_
 int8, uint8, int16, int32, int64 = DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64

@@ -34,7 +34,11 @@ def apply_op(opdef: OpDef, inputs: list, attrs: dict, name: str | None = None):
     variadic slot) and return its output Tensor (a tuple for several outputs)."""
     g = building_graph(f"op {opdef.op_type}")
     source = user_source()
-    where = _prospective_name(opdef.op_type, name)
+    if name is not None and not isinstance(name, str):
+        raise GraphError(
+            f"name= must be a string, got {name!r}", op_type=opdef.op_type, source=source
+        )
+    where = prospective_name(opdef.op_type, name)
     try:
         flat = _bind_inputs(g, opdef, inputs)
         checked_attrs = opdef.check_attrs(attrs)
@@ -46,7 +50,8 @@ def apply_op(opdef: OpDef, inputs: list, attrs: dict, name: str | None = None):
     return outs[0] if len(outs) == 1 and not opdef.outputs[-1].variadic else tuple(outs)
 
 
-def _prospective_name(op_type: str, name: str | None) -> str:
+def prospective_name(op_type: str, name: str | None) -> str:
+    """The name a node of `op_type` would get in the current scope (before uniquing)."""
     scope = context.current_scope()
     leaf = name or op_type
     return f"{scope}/{leaf}" if scope else leaf
@@ -75,14 +80,18 @@ def _bind_inputs(g: Graph, opdef: OpDef, inputs: list) -> list[Tensor | None]:
 
 
 def _first_tensor_dtype(inputs) -> DType | None:
+    """The dtype Python scalars take: the first non-bool tensor operand's (so the 0.0 in
+    `where(cond, x, 0.0)` follows x, not cond), else the first tensor's."""
+    dtypes = [v.dtype for v in _tensors_in(inputs)]
+    return next((d for d in dtypes if d != DType.bool_), dtypes[0] if dtypes else None)
+
+
+def _tensors_in(inputs):
     for v in inputs:
         if isinstance(v, Tensor):
-            return v.dtype
-        if isinstance(v, (list, tuple)):
-            for w in v:
-                if isinstance(w, Tensor):
-                    return w.dtype
-    return None
+            yield v
+        elif isinstance(v, (list, tuple)):
+            yield from (w for w in v if isinstance(w, Tensor))
 
 
 def _as_input(g: Graph, slot: Slot, value, scalar_dtype: DType | None) -> Tensor:

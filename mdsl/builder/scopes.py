@@ -13,6 +13,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import Layer, Tensor
 from mdsl.ir.initializer import INIT_KINDS, ParamInit, seed_for
+from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 
 
@@ -20,7 +21,10 @@ from mdsl.ir.tensor_type import TensorType
 def _enter_layer(name: str, function: str):
     g = building_graph(f"layer {name!r}")
     if not isinstance(name, str) or not name or "/" in name:
-        raise GraphError(f"a layer or scope name must be a non-empty string without '/': {name!r}")
+        raise GraphError(
+            f"a layer or scope name must be a non-empty string without '/': {name!r}",
+            source=user_source(),
+        )
     parent = context.current_scope()
     path = g.layer_names.unique(f"{parent}/{name}" if parent else name)
     g.layers[path] = Layer(path, function)
@@ -104,7 +108,7 @@ def param(
         if not ttype.is_static:
             raise GraphError(f"param {name!r}: shape {shape} must be static")
     except MdslError as e:
-        raise e.with_context(node=_path(name), op_type="Const") from None
+        raise e.with_context(node=_path(name), op_type="Const", source=user_source()) from None
     path = _path(name)
     value = ParamInit(ttype.shape, dt, init, seed_for(path, seed), scale)
     node = g._new_node("Const", [], {"value": value}, name=name, types=[ttype])

@@ -9,8 +9,9 @@ from __future__ import annotations
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import Tensor
+from mdsl.ir.source import user_source
 from mdsl.ops import elementwise as ew
-from mdsl.ops import linalg, movement, reduce
+from mdsl.ops import indexing, linalg, movement, reduce
 
 
 def _binary(builder, reflected=False):
@@ -51,12 +52,17 @@ def _reduction(builder):
 
 
 def getitem(self, index):
-    """Basic numpy indexing: ints, slices, None and Ellipsis (Slice/Squeeze/Unsqueeze)."""
+    """numpy indexing: ints, slices, None and Ellipsis (Slice/Squeeze/Unsqueeze), plus one
+    integer Tensor index on one axis (Gather), e.g. `table[ids]` or `x[:, idx]`."""
     items = index if isinstance(index, tuple) else (index,)
     items = _expand_ellipsis(items, self.ndim)
+    items, tensor_index, tensor_at = _take_tensor_index(self, items)
+    gather_axis = None
     starts, ends, axes, steps, squeeze, unsqueeze = [], [], [], [], [], []
     axis = out_axis = 0
-    for item in items:
+    for position, item in enumerate(items):
+        if position == tensor_at:
+            gather_axis = out_axis
         if item is None:
             unsqueeze.append(out_axis)
             out_axis += 1
@@ -64,7 +70,7 @@ def getitem(self, index):
         if isinstance(item, bool) or not isinstance(item, (int, slice)):
             raise GraphError(
                 f"tensor {self.name}: index {item!r} is not supported; "
-                "use ints, slices, None or ... (mdsl.ops.gather for tensor indices)"
+                "use ints, slices, None, ... or one integer Tensor"
             )
         if isinstance(item, int):
             starts.append(item)
@@ -94,7 +100,42 @@ def getitem(self, index):
         out = movement.squeeze(out, axes=squeeze)
     if unsqueeze:
         out = movement.unsqueeze(out, axes=unsqueeze)
+    if tensor_index is not None:
+        out = indexing.gather(out, tensor_index, axis=gather_axis)
     return out
+
+
+def _take_tensor_index(self, items: tuple) -> tuple:
+    """(items with the Tensor index replaced by a full slice, the Tensor, its position).
+
+    Only layouts where Gather gives numpy's answer are accepted: numpy moves the indexed
+    dims to the front when ints (also "advanced" indices there) are not next to the Tensor.
+    """
+    at = [i for i, item in enumerate(items) if isinstance(item, Tensor)]
+    if not at:
+        return items, None, None
+    if len(at) > 1:
+        raise GraphError(
+            f"tensor {self.name}: only one Tensor index is supported; "
+            "index in steps (x[i][:, j]) or use mdsl.ops.gather",
+            source=user_source(),
+        )
+    (position,) = at
+    index = items[position]
+    if index.dtype not in (DType.int32, DType.int64):
+        raise GraphError(
+            f"tensor {self.name}: a Tensor index must be int32/int64, got {index.dtype} "
+            "(boolean masks give data-dependent shapes; use mdsl.ops.where)",
+            source=user_source(),
+        )
+    advanced = [i for i, item in enumerate(items) if isinstance(item, (int, Tensor))]
+    if advanced != list(range(advanced[0], advanced[-1] + 1)):
+        raise GraphError(
+            f"tensor {self.name}: ints separated from the Tensor index by a slice or None "
+            "reorder dims in numpy; index in two steps instead",
+            source=user_source(),
+        )
+    return (*items[:position], slice(None), *items[position + 1 :]), index, position
 
 
 def _expand_ellipsis(items: tuple, rank: int) -> tuple:

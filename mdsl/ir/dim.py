@@ -177,7 +177,20 @@ class Dim:
         return Dim._from_terms({(_Atom("mod", num=self, den=other),): 1})
 
     def __truediv__(self, other):
-        return self.__floordiv__(other)
+        """Exact division only: a shape rule that divides must not round silently."""
+        result = self.__floordiv__(other)
+        if result is NotImplemented or (result * other) == self:
+            return result
+        raise ShapeError(f"{self} is not divisible by {other}; use // for floor division")
+
+    def __rfloordiv__(self, other):
+        # int // Dim: only an exact symbolic quotient could be right, and none is known
+        raise ShapeError(f"cannot divide {other} by the symbolic {self}")
+
+    __rtruediv__ = __rfloordiv__
+
+    def __rmod__(self, other):
+        raise ShapeError(f"cannot take {other} modulo the symbolic {self}")
 
     # -- comparison ----------------------------------------------------------------------
     def __eq__(self, other):

@@ -54,6 +54,8 @@ class DType(enum.Enum):
         """
         if isinstance(value, DType):
             return value
+        if value is None:  # numpy reads None as float64; a missing dtype is a mistake here
+            raise DTypeError("not a dtype: None")
         if isinstance(value, str):
             found = _BY_NAME.get(value)
             if found is None:

@@ -18,6 +18,7 @@ from mdsl.ir import context
 from mdsl.ir.errors import GraphError
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.naming import Namespace
+from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ class Tensor:
     def __bool__(self):
         raise GraphError(
             f"the truth value of tensor {self.name} is not known at build time; "
-            "use mdsl.cond for data-dependent branches"
+            "use mdsl.cond for data-dependent branches",
+            source=user_source(),
         )
 
     __hash__ = object.__hash__
@@ -165,9 +167,11 @@ class Graph:
         self._saved_scope = None
         self._version = 0
         self._use_cache: tuple[int, dict] | None = None
+        self._source: str | None = None  # where the `with` block opened, for its errors
 
     # -- building context --------------------------------------------------------------------
     def __enter__(self) -> Graph:
+        self._source = user_source()
         self._saved_scope = context.scope_path.set(())
         self._token = context.graph_stack.set((*context.graph_stack.get(), self))
         return self
@@ -176,7 +180,10 @@ class Graph:
         context.graph_stack.reset(self._token)
         context.scope_path.reset(self._saved_scope)
         if exc_type is None and not self.outputs:
-            raise GraphError(f"graph {self.name!r} has no outputs; call g.output(tensor, name)")
+            raise GraphError(
+                f"graph {self.name!r} has no outputs; call g.output(tensor, name)",
+                source=self._source,
+            )
         return False
 
     # -- queries -------------------------------------------------------------------------
@@ -238,22 +245,31 @@ class Graph:
     def input(self, name: str, shape, dtype="float32", format="ND") -> Tensor:
         """Declare a graph input. String dims are symbolic (`("N", 3, 224, 224)`)."""
         self._check_building("input")
-        ttype = _checked_type(shape, dtype, format, where=f"input {name!r}")
         if not isinstance(name, str) or not name or name in self.inputs:
-            raise GraphError(f"input name {name!r} is empty, not a string, or declared twice")
+            raise GraphError(
+                f"input name {name!r} is empty, not a string, or declared twice",
+                source=user_source(),
+            )
+        ttype = _checked_type(shape, dtype, format, node=name, op_type=INPUT)
         node = self._new_node(INPUT, [], {}, name=name, types=[ttype], exact_name=True)
         return node.outputs[0]
 
     def const(self, name: str, value) -> Tensor:
         """A constant tensor holding `value` (a copy, read-only), named in the current layer."""
-        from mdsl.ir.dtype import DType  # local: keeps module import order simple
-
         self._check_building("const")
-        array = np.array(value)
-        if array.dtype == np.float64 and not isinstance(value, np.ndarray):
+        try:
+            array = np.array(value)
+        except (ValueError, TypeError) as e:
+            raise GraphError(
+                f"cannot make an array of {value!r:.60} ({e})",
+                node=name,
+                op_type=CONST,
+                source=user_source(),
+            ) from None
+        if array.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
             array = array.astype(np.float32)  # Python floats default to float32 like torch
         array.setflags(write=False)
-        ttype = TensorType(array.shape, DType.of(array.dtype))
+        ttype = _checked_type(array.shape, array.dtype, "ND", node=name, op_type=CONST)
         node = self._new_node(CONST, [], {"value": array}, name=name, types=[ttype])
         return node.outputs[0]
 
@@ -261,19 +277,26 @@ class Graph:
         """Mark `tensor` as the graph output `name` (records node `Output_<name>`)."""
         self._check_building("output")
         if not isinstance(tensor, Tensor):
-            raise GraphError(f"output {name!r} must be a Tensor, got {type(tensor).__name__}")
+            problem = f"output {name!r} must be a Tensor, got {type(tensor).__name__}"
+        elif not isinstance(name, str) or not name:
+            problem = f"output name must be a non-empty string, got {name!r}"
+        elif name in self.outputs:
+            problem = f"output {name!r} is set twice"
+        else:
+            problem = None
+        if problem:
+            raise GraphError(problem, source=user_source())
         self.check_owns(tensor, f"output {name!r}")
-        if not isinstance(name, str) or not name:
-            raise GraphError(f"output name must be a non-empty string, got {name!r}")
-        if name in self.outputs:
-            raise GraphError(f"output {name!r} is set twice")
         self._new_node(
             OUTPUT, [tensor], {"name": name}, name=f"Output_{name}", types=[], exact_name=True
         )
 
     def _check_building(self, what: str) -> None:
         if context.current_graph() is not self:
-            raise GraphError(f"g.{what}() called outside `with` block of graph {self.name!r}")
+            raise GraphError(
+                f"g.{what}() called outside `with` block of graph {self.name!r}",
+                source=user_source(),
+            )
 
     def check_owns(self, tensor: Tensor, where: str) -> None:
         """Raise if `tensor` belongs to another graph (subgraphs may read their parents')."""
@@ -285,7 +308,8 @@ class Graph:
             g = g.parent
         other = owner.name if owner is not None else "no graph"
         raise GraphError(
-            f"{where}: tensor {tensor.name} belongs to graph {other!r}, not {self.name!r}"
+            f"{where}: tensor {tensor.name} belongs to graph {other!r}, not {self.name!r}",
+            source=user_source(),
         )
 
     # -- low-level mutation (builder and passes) -------------------------------------------
@@ -302,11 +326,16 @@ class Graph:
         layer_path: str | None = None,
     ) -> Node:
         """Create, name and append a node whose output types are already known."""
-        from mdsl.ir.source import user_source
-
         layer = context.current_scope() if layer_path is None else layer_path
         leaf = name or op_type
         full = leaf if exact_name or not layer else f"{layer}/{leaf}"
+        if ":" in leaf:  # "<node>:<i>" names output i of a node: a node name must not look so
+            raise GraphError(
+                f"node name {leaf!r} must not contain ':' (it names outputs, as in Split:1)",
+                node=full,
+                op_type=op_type,
+                source=source or user_source(),
+            )
         if exact_name:
             if not self.node_names.reserve(full):
                 raise GraphError(f"a node named {full!r} already exists in graph {self.name!r}")
@@ -356,11 +385,14 @@ class Graph:
 
     # -- reporting -----------------------------------------------------------------------
     def parameter_count(self) -> tuple[int, int]:
-        """(number of scalars, bytes) held by Const nodes."""
+        """(number of values, bytes) held by constant tensors of rank >= 1.
+
+        0-d constants (the 2.0 in `x * 2.0`, a 1/sqrt(d) scale) are not parameters.
+        """
         count = nbytes = 0
         for node in self.constants:
             t = node.outputs[0].type
-            if t.is_static:
+            if t.is_static and t.rank >= 1:
                 count += math.prod(t.shape)
                 nbytes += t.nbytes
         return count, nbytes
@@ -389,10 +421,10 @@ class Graph:
         return graph_from_json(text)
 
 
-def _checked_type(shape, dtype, format, *, where: str) -> TensorType:
+def _checked_type(shape, dtype, format, *, node: str, op_type: str) -> TensorType:
     from mdsl.ir.errors import MdslError
 
     try:
         return TensorType(shape, dtype, format)
     except MdslError as e:
-        raise type(e)(f"{where}: {e.message}") from None
+        raise e.with_context(node=node, op_type=op_type, source=user_source()) from None

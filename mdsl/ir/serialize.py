@@ -11,11 +11,13 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import os
 import tempfile
 import zipfile
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from mdsl.ir.dim import Dim, dim_from_json
 from mdsl.ir.dtype import DType
@@ -49,7 +51,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     if array.dtype == DType.bfloat16.np:  # .npy cannot name bfloat16: store its bits
         array = array.view(np.uint16)
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    # np.asarray, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
+    np.save(buf, np.asarray(array, order="C"), allow_pickle=False)
     return buf.getvalue()
 
 
@@ -114,7 +117,10 @@ def save(g: Graph, path) -> None:
     doc = {"format": FORMAT, "version": VERSION, "graph": _encode_graph(g, store)}
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".mdsl-", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".mdsl-", dir=folder)
+    except OSError as e:
+        raise GraphError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
             z.writestr("graph.json", json.dumps(doc, separators=(",", ":")))
@@ -128,8 +134,11 @@ def save(g: Graph, path) -> None:
 
 
 # -- decoding -----------------------------------------------------------------------------
+_MALFORMED = "malformed mdsl graph: "
+
+
 def _fail(message: str):
-    raise GraphError(f"malformed mdsl graph: {message}")
+    raise GraphError(_MALFORMED + message)
 
 
 def _expect(value, kind, what: str):
@@ -151,7 +160,7 @@ class _ArraySource:
             raw = self._member(f"constants/{key}.npy")
         else:
             _fail(f"bad array reference {spec!r:.60}")
-        return np.load(io.BytesIO(raw), allow_pickle=False)
+        return _read_npy(raw)
 
     def _member(self, name: str) -> bytes:
         try:
@@ -160,7 +169,41 @@ class _ArraySource:
             _fail(f"missing member {name}")
         if info.file_size > MAX_MEMBER_BYTES:
             _fail(f"member {name} is {info.file_size} bytes")
-        return self.zf.read(name)
+        return _read_member(self.zf, name)
+
+
+def _read_member(zf: zipfile.ZipFile, name: str) -> bytes:
+    try:
+        return zf.read(name)
+    except Exception as e:  # zlib.error, NotImplementedError (method), RuntimeError (encrypted)...
+        _fail(f"cannot read {name} ({type(e).__name__}: {e})")
+
+
+def _read_npy(raw: bytes) -> np.ndarray:
+    """An array from .npy bytes. Object dtypes (pickle) are refused, and the header's shape
+    must match the data before anything is allocated (np.load would allocate first)."""
+    buf = io.BytesIO(raw)
+    try:
+        version = npy_format.read_magic(buf)
+        if version not in ((1, 0), (2, 0)):
+            _fail(f".npy version {version} is not supported")
+        read_header = (
+            npy_format.read_array_header_1_0
+            if version == (1, 0)
+            else npy_format.read_array_header_2_0
+        )
+        shape, fortran_order, dtype = read_header(buf)
+    except ValueError as e:
+        _fail(f"not .npy data ({e})")
+    if dtype.hasobject:
+        _fail(f"array of dtype {dtype} holds Python objects (pickle), which are refused")
+    count, start = math.prod(shape), buf.tell()
+    if len(raw) - start != count * dtype.itemsize:
+        _fail(f".npy header announces {dtype}{list(shape)}, data has {len(raw) - start} bytes")
+    flat = np.frombuffer(raw, dtype, count, offset=start)
+    if fortran_order:
+        return np.asarray(flat.reshape(shape[::-1]).T, order="C")
+    return flat.reshape(shape)
 
 
 def _decode_attr(obj, source: _ArraySource):
@@ -170,7 +213,7 @@ def _decode_attr(obj, source: _ArraySource):
     if len(obj) == 2 and "array" in obj:
         dt = DType.of(_expect(obj["dtype"], str, "array dtype"))
         array = source.get(obj["array"])
-        if dt == DType.bfloat16:
+        if dt == DType.bfloat16 and array.dtype == np.uint16:  # stored as its bits
             array = array.view(dt.np)
         if array.dtype != dt.np:
             _fail(f"array stored as {array.dtype}, declared {dt}")
@@ -231,9 +274,9 @@ def _decode_node(doc, source: _ArraySource, g: Graph, tensors: dict) -> Node:
         inputs,
         attrs,
         layer=_expect(doc.get("layer", ""), str, "layer"),
-        source=doc.get("source") if isinstance(doc.get("source"), str) else None,
-        device=doc.get("device") if isinstance(doc.get("device"), str) else None,
-        fusion_group=doc.get("fusion_group") if isinstance(doc.get("fusion_group"), str) else None,
+        source=_optional_str(doc, "source", name),
+        device=_optional_str(doc, "device", name),
+        fusion_group=_optional_str(doc, "fusion_group", name),
     )
     types = [TensorType.from_json(t) for t in _expect(doc.get("outputs", []), list, "outputs")]
     node.outputs = [Tensor(t, node, i) for i, t in enumerate(types)]
@@ -243,22 +286,31 @@ def _decode_node(doc, source: _ArraySource, g: Graph, tensors: dict) -> Node:
     return node
 
 
+def _optional_str(doc: dict, key: str, node: str) -> str | None:
+    value = doc.get(key)
+    return None if value is None else _expect(value, str, f"{key} of {node}")
+
+
 def _decode_document(text, source: _ArraySource) -> Graph:
     from mdsl.ir.verify import verify
 
+    if not isinstance(text, (str, bytes, bytearray)):
+        _fail(f"expected JSON text, got {type(text).__name__}")
     try:
         doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as e:
-        _fail(f"not JSON ({e})")
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        _fail(f"not JSON ({type(e).__name__}: {e})")
     _expect(doc, dict, "document")
     if doc.get("format") != FORMAT:
         _fail(f"not an mdsl graph document (format {doc.get('format')!r:.40})")
-    if doc.get("version") != VERSION:
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version != VERSION:
         _fail(f"document version {doc.get('version')!r:.20} is not supported (this is {VERSION})")
     try:
         g = _decode_graph(doc.get("graph"), source, None, {})
     except MdslError as e:
-        raise GraphError(f"malformed mdsl graph: {e.message}") from None
+        message = e.message if e.message.startswith(_MALFORMED) else _MALFORMED + e.message
+        raise GraphError(message) from None
     except (
         ValueError,
         TypeError,
@@ -268,6 +320,7 @@ def _decode_document(text, source: _ArraySource) -> Graph:
         EOFError,
         zipfile.BadZipFile,
         RecursionError,
+        ArithmeticError,
     ) as e:
         _fail(f"{type(e).__name__}: {e}")
     verify(g)
@@ -287,7 +340,7 @@ def load(path) -> Graph:
             info = zf.getinfo("graph.json")
             if info.file_size > MAX_MEMBER_BYTES:
                 _fail("graph.json is too large")
-            text = zf.read("graph.json")
+            text = _read_member(zf, "graph.json")
             return _decode_document(text, _ArraySource(zf))
     except FileNotFoundError:
         raise GraphError(f"no such file: {os.fspath(path)}") from None

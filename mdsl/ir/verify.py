@@ -26,9 +26,25 @@ def set_type_rule(rule: Callable[[Node], list]) -> None:
     _type_rule = rule
 
 
+_format_rule: Callable[[Node], list[str]] | None = None
+
+
+def set_format_rule(rule: Callable[[Node], list[str]]) -> None:
+    """Install the function listing a node's storage-format problems (an op reading a
+    tensor stored in a format it does not accept); `mdsl.ops.storage` installs it."""
+    global _format_rule
+    _format_rule = rule
+
+
 def verify(g: Graph, *, check_types: bool = True) -> None:
-    """Raise GraphError listing every broken invariant of `g` (and its subgraphs)."""
+    """Raise GraphError listing every broken invariant of `g` (and its subgraphs).
+
+    Each problem names the node, its op type and the user's line that built it; a single
+    problem makes a one-line message.
+    """
     problems = list(_problems(g, check_types, visible=set()))
+    if len(problems) == 1:
+        raise GraphError(f"graph {g.name!r} is invalid: {problems[0]}")
     if problems:
         shown = problems[:MAX_REPORTED]
         more = (
@@ -43,9 +59,11 @@ def _problems(g: Graph, check_types: bool, visible: set):
     seen_names: set[str] = set()
     available = set(visible)  # tensors defined so far (outer graphs' tensors included)
     for node in g:
-        where = f"{node.name} ({node.op_type})"
+        where = f"{node.name} ({node.op_type})" + (f" at {node.source}" if node.source else "")
         if node.name in seen_names:
             yield f"{where}: duplicate node name"
+        if ":" in node.name:
+            yield f"{where}: ':' in a node name is reserved for output indices (Split:1)"
         seen_names.add(node.name)
         if node.graph is not g:
             yield f"{where}: node's graph is not {g.name!r}"
@@ -61,6 +79,8 @@ def _problems(g: Graph, check_types: bool, visible: set):
         yield from _structural_problems(node, where)
         if check_types and node.op_type not in (INPUT, CONST, OUTPUT):
             yield from _type_problems(node, where)
+        if _format_rule is not None:
+            yield from (f"{where}: {p}" for p in _format_rule(node))
         for key, sub in node.subgraphs.items():
             for p in _problems(sub, check_types, available):
                 yield f"{where} subgraph {key}: {p}"

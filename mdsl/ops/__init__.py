@@ -9,26 +9,111 @@
 ['Input', 'Const', 'MatMul', 'Relu', 'Output']
 """
 
-from mdsl.ops import bindings, registry
+# last: checks each built-in lowering against the prototypes declared above
+from mdsl.ops import bindings, expr_lowering, registry
+from mdsl.ops.activation import (
+    elu,
+    gelu,
+    hard_sigmoid,
+    hard_swish,
+    leaky_relu,
+    prelu,
+    sigmoid,
+    silu,
+    softplus,
+)
+from mdsl.ops.concatenation import concat, split
+from mdsl.ops.contraction import einsum
+from mdsl.ops.creation import constant_of_shape, range
+from mdsl.ops.cumulative import cumsum
 from mdsl.ops.elementwise import (
     abs,
     add,
+    ceil,
+    clip,
+    cos,
     div,
     equal,
+    erf,
     exp,
+    floor,
     greater,
     greater_equal,
+    is_nan,
     less,
     less_equal,
     log,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
     mul,
     neg,
     pow,
+    reciprocal,
     relu,
+    round,
+    rsqrt,
+    sign,
+    sin,
     sqrt,
     sub,
     tanh,
+    where,
 )
+from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
 from mdsl.ops.linalg import matmul
-from mdsl.ops.movement import cast, flatten, identity, reshape, slice, squeeze, transpose, unsqueeze
-from mdsl.ops.reduce import reduce_max, reduce_mean, reduce_min, reduce_sum
+from mdsl.ops.movement import (
+    cast,
+    depth_to_space,
+    expand,
+    flatten,
+    identity,
+    reshape,
+    slice,
+    space_to_depth,
+    squeeze,
+    tile,
+    transpose,
+    unsqueeze,
+)
+from mdsl.ops.nn import (
+    average_pool,
+    batch_norm,
+    conv,
+    conv2d,
+    dequantize_linear,
+    dropout,
+    gemm,
+    global_average_pool,
+    global_max_pool,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    linear,
+    log_softmax,
+    max_pool,
+    quantize_linear,
+    softmax,
+)
+from mdsl.ops.padding import pad
+from mdsl.ops.reduce import (
+    argmax,
+    argmin,
+    reduce_l1,
+    reduce_l2,
+    reduce_log_sum_exp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    reduce_sum_square,
+)
+from mdsl.ops.resizing import resize
+from mdsl.ops.selection import topk
+from mdsl.ops.shape_query import shape, size
+from mdsl.ops.storage import trans_data

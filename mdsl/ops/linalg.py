@@ -7,6 +7,7 @@ import numpy as np
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
+from mdsl.ops.precision import computes_in_float32
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import check
 from mdsl.ops.shape_rules import broadcast_shapes
@@ -41,4 +42,4 @@ def matmul(a, b):
     return TensorType(shape, a.dtype)
 
 
-register_op_impl("MatMul", np.matmul)
+register_op_impl("MatMul", computes_in_float32(np.matmul))

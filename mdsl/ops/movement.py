@@ -1,8 +1,10 @@
-"""Data movement: Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Slice, Cast, Identity.
+"""Data movement: Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Slice, Cast, Identity,
+Expand, Tile, DepthToSpace, SpaceToDepth.
 
 Where ONNX passes compile-time parameters as tensor inputs (Reshape's shape, Slice's
-starts/ends, Squeeze's axes), mdsl holds them as attributes so shape inference at build
-time can see them; the ONNX importer folds constant inputs into these attributes.
+starts/ends, Squeeze's axes, Expand's shape, Tile's repeats), mdsl holds them as attributes
+so shape inference at build time can see them; the ONNX importer folds constant inputs into
+these attributes.
 """
 
 from __future__ import annotations
@@ -11,12 +13,20 @@ import builtins
 
 import numpy as np
 
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, check
-from mdsl.ops.shape_rules import divide_exactly, normalize_axes, normalize_axis, numel
+from mdsl.ops.shape_rules import (
+    broadcast_shapes,
+    divide_exactly,
+    normalize_axes,
+    normalize_axis,
+    numel,
+    require_static,
+)
 
 INT_MAX = 2**63 - 1
 
@@ -214,3 +224,168 @@ register_op_impl("Unsqueeze", lambda x, *, axes: np.expand_dims(x, tuple(axes)))
 register_op_impl("Slice", _slice_ref)
 register_op_impl("Cast", lambda x, *, to: x.astype(to.np))
 register_op_impl("Identity", lambda x: x.copy())
+
+
+@op_proto(
+    "Expand",
+    inputs={"input": "any"},
+    outputs={"output": "any"},
+    attrs={"shape": Attr([int])},
+    category="data_movement",
+)
+def _expand(x, *, shape):
+    """Broadcast `x` against `shape` (numpy rules, both ways: a 1 in `shape` keeps the
+    input's dim), ONNX Expand."""
+    check(all(not (isinstance(d, int) and d < 0) for d in shape), f"negative dim in {_s(shape)}")
+    out = broadcast_shapes(x.shape, shape)
+    _check_symbolic_targets(x.shape, shape, out)
+    return TensorType(out, x.dtype)
+
+
+def _check_symbolic_targets(in_shape, target, out) -> None:
+    """A symbolic target dim must already be the input's dim there: kernels see attrs,
+    not the symbols' run-time values, so they could not know how far to stretch."""
+    offset = len(out) - len(in_shape)
+    for i, d in enumerate(target, start=len(out) - len(target)):
+        if not isinstance(d, Dim):
+            continue
+        source = in_shape[i - offset] if i >= offset else 1
+        check(
+            source == out[i] and not (isinstance(source, int) and source == 1),
+            f"cannot expand to symbolic dim {d} at axis {i}: the input has {source} there; "
+            "broadcast against a tensor of that shape instead (e.g. x + zeros)",
+        )
+
+
+def expand(x, shape, *, name: str | None = None):
+    """Broadcast `x` to `shape` with numpy's rules (ONNX Expand: a 1 in `shape` keeps the
+    input's dim, so the result may be larger than `shape`).
+
+    `shape` is an attribute, not ONNX's tensor input, so build-time shape inference sees it.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.expand(g.input("x", ("N", 1)), ["N", 4])
+    ...     g.output(y, "y")
+    >>> y.shape
+    (Dim('N'), 4)
+    """
+    shape = [Dim(d) if isinstance(d, str) else d for d in shape]
+    return _expand(x, shape=shape, name=name)
+
+
+def _expand_ref(x, *, shape):
+    target = [1 if isinstance(d, Dim) else d for d in shape]
+    return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(target))).copy()
+
+
+@op_proto(
+    "Tile",
+    inputs={"input": "any"},
+    outputs={"output": "any"},
+    attrs={"repeats": Attr([int])},
+    category="data_movement",
+)
+def _tile(x, *, repeats):
+    """Repeat `x` `repeats[i]` times along each axis i (ONNX Tile)."""
+    check(
+        len(repeats) == x.rank,
+        f"repeats has {len(repeats)} values for an input of rank {x.rank}",
+    )
+    require_static(repeats, "repeats")
+    check(all(r >= 0 for r in repeats), f"repeats {tuple(repeats)} must be >= 0")
+    return TensorType(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype, x.format)
+
+
+def tile(x, repeats, *, name: str | None = None):
+    """Repeat `x` along every axis (ONNX Tile; numpy.tile with one count per axis).
+
+    `repeats` is an attribute, not ONNX's tensor input, so build-time shape inference sees it.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.tile(g.input("x", ("N", 3)), [2, 2])
+    ...     g.output(y, "y")
+    >>> y.shape
+    (Dim('2*N'), 6)
+    """
+    return _tile(x, repeats=repeats, name=name)
+
+
+@op_proto(
+    "DepthToSpace",
+    inputs={"input": "any"},
+    outputs={"output": "any"},
+    attrs={"blocksize": Attr(int), "mode": Attr(str, default="DCR", choices=("DCR", "CRD"))},
+    category="data_movement",
+)
+def depth_to_space(x, *, blocksize, mode):
+    """Move channel blocks into spatial blocks: NCHW (N, C, H, W) -> (N, C/b², H*b, W*b)
+    (ONNX DepthToSpace; "CRD" is torch's pixel_shuffle, "DCR" the ONNX default).
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.depth_to_space(g.input("x", ("N", 8, "H", 5)), blocksize=2)
+    ...     g.output(y, "y")
+    >>> y.shape
+    (Dim('N'), 2, Dim('2*H'), 10)
+    """
+    _check_block_input("DepthToSpace", x, blocksize)
+    n, c, h, w = x.shape
+    c_out = divide_exactly(c, blocksize * blocksize, f"DepthToSpace channels by {blocksize}²")
+    return TensorType((n, c_out, h * blocksize, w * blocksize), x.dtype, x.format)
+
+
+@op_proto(
+    "SpaceToDepth",
+    inputs={"input": "any"},
+    outputs={"output": "any"},
+    attrs={"blocksize": Attr(int)},
+    category="data_movement",
+)
+def space_to_depth(x, *, blocksize):
+    """Move spatial blocks into channels: (N, C, H, W) -> (N, C*b², H/b, W/b); the
+    inverse of DepthToSpace in "DCR" mode (ONNX SpaceToDepth).
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.space_to_depth(g.input("x", ("N", 3, 8, 6)), blocksize=2)
+    ...     g.output(y, "y")
+    >>> y.shape
+    (Dim('N'), 12, 4, 3)
+    """
+    _check_block_input("SpaceToDepth", x, blocksize)
+    n, c, h, w = x.shape
+    b = blocksize
+    h_out = divide_exactly(h, b, f"SpaceToDepth height by {b}")
+    w_out = divide_exactly(w, b, f"SpaceToDepth width by {b}")
+    return TensorType((n, c * b * b, h_out, w_out), x.dtype, x.format)
+
+
+def _check_block_input(op_type: str, x, blocksize: int) -> None:
+    check(x.rank == 4, f"{op_type} needs a 4-D (N, C, H, W) input, got rank {x.rank}")
+    require_static([blocksize], "blocksize")
+    check(blocksize >= 1, f"blocksize must be >= 1, got {blocksize}")
+
+
+def _depth_to_space_ref(x, *, blocksize, mode):
+    n, c, h, w = x.shape
+    b = blocksize
+    if mode == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth_ref(x, *, blocksize):
+    n, c, h, w = x.shape
+    b = blocksize
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
+register_op_impl("Expand", _expand_ref)
+register_op_impl("Tile", lambda x, *, repeats: np.tile(x, repeats))
+register_op_impl("DepthToSpace", _depth_to_space_ref)
+register_op_impl("SpaceToDepth", _space_to_depth_ref)

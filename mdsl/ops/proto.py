@@ -8,9 +8,10 @@ from __future__ import annotations
 import functools
 import inspect
 
-from mdsl.builder.apply import apply_op
+from mdsl.builder.apply import apply_op, prospective_name
 from mdsl.ir.errors import GraphError
-from mdsl.ops.registry import OpDef, make_slots, register
+from mdsl.ir.source import user_source
+from mdsl.ops.registry import OpDef, get_op, make_slots, register
 
 
 def op_proto(
@@ -60,13 +61,22 @@ def op_proto(
 
 
 def make_builder(opdef: OpDef, template=None):
-    """A function that records an `opdef` node from Tensors and attrs."""
-    n_inputs = len(opdef.inputs)
+    """A function that records an `opdef.op_type` node from Tensors and attrs.
+
+    The definition is looked up at each call, so re-declaring an op type updates the
+    builders made from earlier declarations too (a later registration wins).
+    """
+    op_type = opdef.op_type
 
     def builder(*args, name: str | None = None, **attrs):
+        opdef = get_op(op_type)
+        n_inputs = len(opdef.inputs)
         if len(args) > n_inputs:
             raise GraphError(
-                f"{opdef.op_type} takes {n_inputs} inputs, got {len(args)}", op_type=opdef.op_type
+                f"takes {n_inputs} inputs, got {len(args)}",
+                node=prospective_name(opdef.op_type, name),
+                op_type=opdef.op_type,
+                source=user_source(),
             )
         args = list(args)
         for slot in opdef.inputs[len(args) :]:  # inputs passed by keyword

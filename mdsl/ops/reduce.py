@@ -1,4 +1,10 @@
-"""Reductions over axes (ONNX ReduceSum, ReduceMean, ReduceMax, ReduceMin)."""
+"""Reductions over axes (ONNX ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
+ReduceL1, ReduceL2, ReduceLogSumExp, ReduceSumSquare) and the index of the extreme value
+(ArgMax, ArgMin).
+
+ONNX (opset 18) passes a ReduceX's axes as a tensor input; mdsl holds them as the `axes`
+attribute so shape inference at build time sees them (None reduces over every axis).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,8 @@ import numpy as np
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
-from mdsl.ops.registry import Attr
-from mdsl.ops.shape_rules import normalize_axes
+from mdsl.ops.registry import Attr, check
+from mdsl.ops.shape_rules import normalize_axes, normalize_axis
 
 
 def reduced_type(x: TensorType, axes, keepdims: bool) -> TensorType:
@@ -22,15 +28,15 @@ def reduced_type(x: TensorType, axes, keepdims: bool) -> TensorType:
     return TensorType(tuple(shape), x.dtype)
 
 
-def _reduction(op_type: str, reference, doc: str):
+def _reduction(op_type: str, reference, doc: str, dtypes="numeric"):
     def infer(x, *, axes, keepdims):
         return reduced_type(x, axes, keepdims)
 
     infer.__doc__ = doc
     builder = op_proto(
         op_type,
-        inputs={"x": "numeric"},
-        outputs={"y": "numeric"},
+        inputs={"x": dtypes},
+        outputs={"y": dtypes},
         attrs={"axes": Attr([int], default=None), "keepdims": Attr(bool, default=True)},
         category="reduction",
     )(infer)
@@ -47,3 +53,113 @@ reduce_sum = _reduction("ReduceSum", np.sum, "Sum over `axes` (all when None).")
 reduce_mean = _reduction("ReduceMean", np.mean, "Mean over `axes` (all when None).")
 reduce_max = _reduction("ReduceMax", np.max, "Maximum over `axes` (all when None).")
 reduce_min = _reduction("ReduceMin", np.min, "Minimum over `axes` (all when None).")
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """Floats computed in float64 so the reference is more exact than any backend."""
+    return x.astype(np.float64) if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else x
+
+
+def _log_sum_exp(x, axis, keepdims):
+    x = _wide(x)
+    peak = np.max(x, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return total if keepdims else np.squeeze(total, axis=axis)
+
+
+_EXAMPLE = """
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.{builder}(g.input("x", ("N", 8, 4)), axes=[1], keepdims=False)
+    ...     g.output(y, "y")
+    >>> y.shape
+    (Dim('N'), 4)
+"""
+
+reduce_prod = _reduction(
+    "ReduceProd",
+    lambda x, axis, keepdims: np.prod(_wide(x), axis=axis, keepdims=keepdims),
+    "Product over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_prod"),
+)
+reduce_l1 = _reduction(
+    "ReduceL1",
+    lambda x, axis, keepdims: np.sum(np.abs(_wide(x)), axis=axis, keepdims=keepdims),
+    "Sum of absolute values over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_l1"),
+)
+reduce_l2 = _reduction(
+    "ReduceL2",
+    lambda x, axis, keepdims: np.sqrt(np.sum(np.square(_wide(x)), axis=axis, keepdims=keepdims)),
+    "Euclidean norm over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_l2"),
+    dtypes="float",
+)
+reduce_log_sum_exp = _reduction(
+    "ReduceLogSumExp",
+    _log_sum_exp,
+    "log(sum(exp(x))) over `axes` (all when None), computed without overflow."
+    + _EXAMPLE.format(builder="reduce_log_sum_exp"),
+    dtypes="float",
+)
+reduce_sum_square = _reduction(
+    "ReduceSumSquare",
+    lambda x, axis, keepdims: np.sum(np.square(_wide(x)), axis=axis, keepdims=keepdims),
+    "Sum of squares over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_sum_square"),
+)
+
+
+def _arg_reduction(op_type: str, pick, doc: str):
+    def infer(x, *, axis, keepdims, select_last_index):
+        check(x.rank >= 1, f"{op_type} needs an input of rank >= 1")
+        axis = normalize_axis(axis, x.rank)
+        return reduced_type(x, [axis], keepdims).with_dtype("int64")
+
+    infer.__doc__ = doc
+    builder = op_proto(
+        op_type,
+        inputs={"data": "numeric"},
+        outputs={"reduced": ["int64"]},
+        attrs={
+            "axis": Attr(int, default=0),
+            "keepdims": Attr(bool, default=True),
+            "select_last_index": Attr(bool, default=False),
+        },
+        category="reduction",
+    )(infer)
+
+    def run(x, *, axis, keepdims, select_last_index):
+        axis %= x.ndim
+        if select_last_index:
+            index = x.shape[axis] - 1 - pick(np.flip(x, axis), axis=axis)
+        else:
+            index = pick(x, axis=axis)
+        index = index.astype(np.int64)
+        return np.expand_dims(index, axis) if keepdims else index
+
+    register_op_impl(op_type, run)
+    return builder
+
+
+_ARG_EXAMPLE = """ Ties give the first
+    index, or the last with `select_last_index` (ONNX {op}); the result is int64.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.{builder}(g.input("logits", ("N", 10)), axis=-1, keepdims=False)
+    ...     g.output(y, "y")
+    >>> y.shape, y.dtype
+    ((Dim('N'),), mdsl.int64)
+"""
+
+argmax = _arg_reduction(
+    "ArgMax",
+    np.argmax,
+    "Index of the largest element along `axis`."
+    + _ARG_EXAMPLE.format(op="ArgMax", builder="argmax"),
+)
+argmin = _arg_reduction(
+    "ArgMin",
+    np.argmin,
+    "Index of the smallest element along `axis`."
+    + _ARG_EXAMPLE.format(op="ArgMin", builder="argmin"),
+)

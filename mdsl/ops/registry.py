@@ -98,6 +98,8 @@ class Attr:
             out = _COERCE[self.kind](value)
         except (TypeError, ValueError):
             raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
+        except MdslError as e:  # e.g. an unknown dtype name: say which attr held it
+            raise type(e)(f"attr {name!r}: {e.message}") from None
         if self.choices is not None and out not in self.choices:
             raise GraphError(f"attr {name!r} must be one of {self.choices}, got {value!r}")
         return out
@@ -108,7 +110,7 @@ def _attr_kind(t) -> str:
         return f"list[{_ATTR_TYPES[t[0]]}]"
     if t is np.ndarray:
         return "tensor"
-    if t in _ATTR_TYPES:
+    if isinstance(t, type) and t in _ATTR_TYPES:
         return _ATTR_TYPES[t]
     raise GraphError(f"unsupported attr type {t!r}")
 
@@ -285,9 +287,13 @@ def check(condition, message: str, error: type[MdslError] = ShapeError) -> None:
 
 
 def infer_node_types(node) -> list:
-    """Re-infer a built node's output types (the verifier's type rule)."""
+    """Re-infer a built node's output types (the verifier's type rule).
+
+    Attrs are validated first: a node read from a file or edited by hand may hold any.
+    """
     opdef = get_op(node.op_type)
-    return opdef.infer_types([None if t is None else t.type for t in node.inputs], node.attrs)
+    attrs = opdef.check_attrs(node.attrs)
+    return opdef.infer_types([None if t is None else t.type for t in node.inputs], attrs)
 
 
 def _install_type_rule() -> None:

@@ -96,3 +96,29 @@ def _divide_symbolic(total, part: Dim, what: str):
             raise ShapeError(f"{what}: {total} is not divisible by {part}")
         terms[tuple(rest)] = coef // pcoef
     return Dim._from_terms(terms)
+
+
+def unify_dims(a, b, what: str):
+    """The one dim that `a` and `b` must both be (for ops that need equal dims).
+
+    Equal dims agree; a symbolic dim against a static k gives k (the runtime checks the
+    symbol is k), as in `broadcast_shapes`; anything else is a ShapeError naming `what`.
+
+    >>> unify_dims(Dim("N"), Dim("N"), "dim 0"), unify_dims(Dim("N"), 4, "dim 0")
+    (Dim('N'), 4)
+    """
+    if a == b:
+        return a
+    if isinstance(a, Dim) and isinstance(b, int):
+        return b
+    if isinstance(b, Dim) and isinstance(a, int):
+        return a
+    raise ShapeError(f"{what}: {a} vs {b}")
+
+
+def require_static(values, what: str) -> None:
+    """ShapeError unless every value is a plain int: attrs the numpy references must read
+    (sizes, pads, repeats) cannot stay symbolic."""
+    for v in values:
+        if isinstance(v, Dim):
+            raise ShapeError(f"{what} must be static ints, got symbolic {v}")

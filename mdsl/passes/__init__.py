@@ -1,1 +1,56 @@
-"""Reserved for the passes stage (see DESIGN.md)."""
+"""Graph passes: the registry, the PassManager and the built-in passes.
+
+A pass is `fn(g: Graph) -> PassResult`, registered by name with `@mdsl.passes.register`;
+`mdsl.passes.run(g, names)` runs passes by name and `mdsl.optimize(g, level)` runs the
+standard pipeline of a level. See `mdsl.passes.manager` for the contract.
+
+>>> import mdsl
+>>> with mdsl.Graph("demo") as g:
+...     x = g.input("x", (2, 3))
+...     g.output(mdsl.ops.identity(x) + 0.0, "y")
+>>> g2 = mdsl.passes.run(g, ["simplify"])
+>>> [n.op_type for n in g2.nodes], len(g)
+(['Input', 'Output'], 5)
+"""
+
+from importlib import import_module as _import_module
+from importlib.util import find_spec as _find_spec
+
+from mdsl.ir.rewrite import clone_graph
+
+# Built-in passes register themselves on import (their order: manager.BUILTIN_ORDER).
+from mdsl.passes import cse, dce, fold, fold_bn, simplify
+from mdsl.passes.edit import (
+    add_input,
+    add_output,
+    extract_layer,
+    inline_graph,
+    remove_output,
+    rename_input,
+    rename_output,
+    replace_with_op,
+)
+from mdsl.passes.fold import fold_constants
+from mdsl.passes.fold_bn import fold_conv_bn, fuse_matmul_add
+from mdsl.passes.manager import (
+    PassError,
+    PassInfo,
+    PassLogEntry,
+    PassManager,
+    PassResult,
+    get_pass,
+    optimize,
+    register,
+    registered_passes,
+    run,
+)
+from mdsl.passes.pattern import Match, Pat, PatternMatcher, PatternRewrite, rewrite_pass
+
+# Passes living in their own modules (layout transformation, fusion grouping), if present.
+for _name in ("layout", "fusion"):
+    if _find_spec(f"mdsl.passes.{_name}") is not None:
+        _import_module(f"mdsl.passes.{_name}")
+
+# Names of the built-in passes (the modules simplify, cse and dce hold functions of the
+# same name; `mdsl.passes.run(g, ["simplify"])` is the way to call them).
+PASS_NAMES = ("fold_constants", "simplify", "cse", "dce", "fold_conv_bn", "fuse_matmul_add")

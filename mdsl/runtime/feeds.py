@@ -1,79 +1,211 @@
-"""Checking feeds against a graph's declared inputs and binding its symbolic dims."""
+"""Checking feeds against a graph's declared inputs and binding its symbolic dims.
+
+Bare symbols (`"N"`, `Dim("N", max=64)`) are bound by the first input dim that uses
+them; every later use must agree, and the size must lie in the range the symbol was
+declared with (the tightest one, where several inputs declare it). Dims that are
+expressions (`2*N`, `N+1`) are checked once their symbols are bound; an expression with
+a single unbound symbol binds it when exactly one size fits (an input declared `(2*N,)`
+alone binds N to half its size).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import ExecutionError, ShapeError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tensor_type import TensorType
+
+
+@dataclass
+class _Bindings:
+    """Symbol sizes found so far, where each came from, and each symbol's declared range."""
+
+    ranges: dict[str, tuple[int, int | None]]
+    sizes: dict[str, int] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+
+    def bind(self, sym: str, size: int, where: str) -> None:
+        if sym in self.sizes and self.sizes[sym] != size:
+            raise ExecutionError(
+                f"{where}: {sym} = {size}, but {self.origin[sym]} bound {sym} = {self.sizes[sym]}"
+            )
+        lo, hi = self.ranges.get(sym, (0, None))
+        if size < lo or (hi is not None and size > hi):
+            raise ExecutionError(
+                f"{where}: {sym} = {size} is outside its range "
+                f"[{lo}, {'inf' if hi is None else hi}]"
+            )
+        self.sizes[sym] = size
+        self.origin.setdefault(sym, where)
+
+    def describe(self, symbols) -> str:
+        return ", ".join(f"{s} = {self.sizes[s]} from {self.origin[s]}" for s in sorted(symbols))
 
 
 def bind_feeds(g: Graph, feeds: Mapping[str, np.ndarray]) -> tuple[dict, dict[str, int]]:
     """Validate `feeds` (names, dtypes, ranks, sizes, symbol consistency and ranges) and
-    return (input name -> array, symbol -> size)."""
+    return (input name -> array, symbol -> size); ExecutionError on the first problem.
+
+    >>> import numpy as np, mdsl
+    >>> n = mdsl.Dim("N", max=8)
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (n, 2 * n))
+    ...     g.output(x * 2.0, "y")
+    >>> bind_feeds(g, {"x": np.zeros((4, 8), np.float32)})[1]
+    {'N': 4}
+    """
     if not isinstance(feeds, Mapping):
         raise ExecutionError(
             f"feeds must be a mapping of input name to array, got {type(feeds).__name__}"
         )
     declared = g.inputs
+    _check_names(g.name, declared, feeds)
+    state = _Bindings(_declared_ranges(t.type for t in declared.values()))
+    env = {}
+    expressions = []
+    for name, tensor in declared.items():
+        value = _as_array(name, tensor.type, feeds[name])
+        _check_rank(name, tensor.type, value)
+        for axis, (dim, size) in enumerate(zip(tensor.type.shape, value.shape)):
+            where = f"input {name!r} dim {axis}"
+            if isinstance(dim, int):
+                if dim != size:
+                    raise ExecutionError(f"{where}: size {size}, declared {dim}")
+            elif dim.name is not None:
+                state.bind(dim.name, size, where)
+            else:
+                expressions.append((where, dim, size))
+        env[name] = value
+    _check_expressions(expressions, state)
+    return env, dict(state.sizes)
+
+
+def _check_names(graph: str, declared: Mapping, feeds: Mapping) -> None:
     missing = [n for n in declared if n not in feeds]
     extra = [n for n in feeds if n not in declared]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing)}")
-        if extra:
-            parts.append(f"unknown {', '.join(map(str, extra))} (inputs: {', '.join(declared)})")
-        raise ExecutionError(f"graph {g.name!r} feeds: " + "; ".join(parts))
-    symbols: dict[str, int] = {}
-    bound_by: dict[str, str] = {}
-    env = {}
-    for name, tensor in declared.items():
-        env[name] = _check_feed(name, tensor.type, feeds[name], symbols, bound_by)
-    return env, symbols
+    if not (missing or extra):
+        return
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(missing)}")
+    if extra:
+        known = ", ".join(declared) or "none"
+        parts.append(f"unknown {', '.join(map(repr, extra))} (inputs: {known})")
+    raise ExecutionError(f"graph {graph!r} feeds: " + "; ".join(parts))
 
 
-def _check_feed(name, ttype, value, symbols, bound_by) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
-        if isinstance(value, (int, float, bool, list, tuple, np.generic)):
-            value = np.asarray(value, dtype=ttype.dtype.np)
-        else:
+def _declared_ranges(types) -> dict[str, tuple[int, int | None]]:
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for ttype in types:
+        for dim in ttype.shape:
+            if isinstance(dim, Dim) and dim.name is not None:
+                lo, hi = ranges.get(dim.name, (0, None))
+                lo = max(lo, dim.min)
+                hi = dim.max if hi is None else (hi if dim.max is None else min(hi, dim.max))
+                ranges[dim.name] = (lo, hi)
+    return ranges
+
+
+def _as_array(name: str, ttype: TensorType, value) -> np.ndarray:
+    want = ttype.dtype.np
+    if isinstance(value, np.generic):  # a typed numpy scalar is held to its dtype like an array
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype != want:
             raise ExecutionError(
-                f"input {name!r}: expected a numpy array, got {type(value).__name__}"
+                f"input {name!r}: dtype {value.dtype}, declared {ttype.dtype}; "
+                f"convert it with .astype(np.{want.name})"
             )
-    if value.dtype != ttype.dtype.np:
-        raise ExecutionError(f"input {name!r}: dtype {value.dtype}, declared {ttype.dtype}")
+        return value
+    if not isinstance(value, (bool, int, float, list, tuple)):
+        raise ExecutionError(f"input {name!r}: expected a numpy array, got {type(value).__name__}")
+    return _converted(name, ttype, value)
+
+
+def _converted(name: str, ttype: TensorType, value) -> np.ndarray:
+    """A Python scalar or (nested) list as the declared dtype, refusing lossy conversions."""
+    want = ttype.dtype.np
+    try:
+        array = np.asarray(value)
+    except ValueError as e:
+        raise ExecutionError(f"input {name!r}: not a rectangular array ({e})") from None
+    if array.dtype.kind not in "biuf" or not np.can_cast(array.dtype, want, "same_kind"):
+        raise ExecutionError(
+            f"input {name!r}: {array.dtype.name} values cannot be fed as {ttype.dtype}"
+        )
+    converted = array.astype(want)
+    if want.kind in "biu" and not np.array_equal(converted, array):
+        raise ExecutionError(f"input {name!r}: values do not fit in {ttype.dtype}")
+    return converted
+
+
+def _check_rank(name: str, ttype: TensorType, value: np.ndarray) -> None:
     if value.ndim != ttype.rank:
         raise ExecutionError(
             f"input {name!r}: rank {value.ndim} (shape {list(value.shape)}), "
             f"declared rank {ttype.rank} ({ttype.describe()})"
         )
-    for axis, (dim, size) in enumerate(zip(ttype.shape, value.shape)):
-        _check_dim(name, axis, dim, size, symbols, bound_by)
-    return value
 
 
-def _check_dim(name, axis, dim, size, symbols, bound_by) -> None:
-    where = f"input {name!r} dim {axis}"
-    if isinstance(dim, int):
-        if dim != size:
-            raise ExecutionError(f"{where}: size {size}, declared {dim}")
-        return
-    sym = dim.name
-    if sym is None:  # an expression of symbols: checked once they are bound
-        return
-    if sym in symbols and symbols[sym] != size:
+def _check_expressions(pending: list, state: _Bindings) -> None:
+    """Check expression dims, binding a lone unbound symbol where one size fits; repeat
+    while that makes progress (one binding can make another expression checkable)."""
+    while pending:
+        waiting = []
+        for where, dim, size in pending:
+            unbound = dim.free_symbols - state.sizes.keys()
+            if len(unbound) == 1:
+                _solve(where, dim, size, unbound.pop(), state)
+            elif not unbound:
+                _check_value(where, dim, size, state)
+            else:
+                waiting.append((where, dim, size))
+        if len(waiting) == len(pending):
+            where, dim, _ = waiting[0]
+            raise ExecutionError(
+                f"{where}: cannot tell {', '.join(sorted(dim.free_symbols))} from the size of "
+                f"{dim}; give one of them its own dim in some input"
+            )
+        pending = waiting
+
+
+def _check_value(where: str, dim: Dim, size: int, state: _Bindings) -> None:
+    expected = _evaluate(dim, state.sizes, where)
+    if expected != size:
         raise ExecutionError(
-            f"{where}: {sym} = {size}, but {bound_by[sym]} bound {sym} = {symbols[sym]}"
+            f"{where}: size {size}, declared {dim} = {expected} "
+            f"({state.describe(dim.free_symbols)})"
         )
-    if size < dim.min or (dim.max is not None and size > dim.max):
-        hi = "inf" if dim.max is None else dim.max
-        raise ExecutionError(f"{where}: {sym} = {size} is outside its range [{dim.min}, {hi}]")
-    symbols[sym] = size
-    bound_by[sym] = f"input {name!r} dim {axis}"
+
+
+def _solve(where: str, dim: Dim, size: int, sym: str, state: _Bindings) -> None:
+    """Bind `sym` so that `dim` == `size`, for dims linear in `sym` (`a*sym + b`)."""
+
+    def at(v: int) -> int:
+        return _evaluate(dim, {**state.sizes, sym: v}, where)
+
+    b = at(0)
+    a = at(1) - b
+    if a == 0 or at(2) - at(1) != a:
+        raise ExecutionError(
+            f"{where}: cannot solve {dim} = {size} for {sym}; give {sym} its own dim in some input"
+        )
+    candidate = (size - b) // a if (size - b) % a == 0 else -1
+    if candidate < 0 or at(candidate) != size:
+        raise ExecutionError(f"{where}: size {size} fits {dim} for no size of {sym}")
+    state.bind(sym, candidate, f"{where} ({dim} = {size})")
+
+
+def _evaluate(dim: Dim, sizes: Mapping[str, int], where: str) -> int:
+    try:
+        return dim.evaluate(sizes)
+    except ShapeError as e:
+        raise ExecutionError(f"{where}: {e.message}") from None
 
 
 def concrete_shape(shape: tuple, symbols: Mapping[str, int]) -> tuple[int, ...]:

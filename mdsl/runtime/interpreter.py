@@ -1,9 +1,10 @@
-"""The reference interpreter: runs a graph node by node with each op's numpy binding.
+"""The reference interpreter: runs a graph node by node with each op's bound implementation.
 
 It is the living definition of what a graph computes; every backend and every pass is
 tested against it. Feeds are validated against the declared inputs first, and every
 node's result is checked against its inferred type, so a wrong shape rule or a wrong
-reference is caught at the node that has it.
+reference is caught at the node that has it. Which implementation a node runs is
+decided by `mdsl.runtime.kernels.choose_binding`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
-from mdsl.ir.tensor_type import TensorType
 from mdsl.runtime.feeds import bind_feeds, concrete_shape
-from mdsl.runtime.kernels import python_kernel
+from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
 
 
 def interpret(
@@ -24,9 +24,12 @@ def interpret(
 ) -> dict[str, np.ndarray]:
     """Run `g` on `feeds` (input name -> array) and return its outputs by name.
 
-    With `capture=True` the result holds every tensor by name (outputs included under
-    their graph-output names). `impl` picks each op's implementation: "python" (the
-    numpy binding), "expr" (the scalar-expression binding) or "auto" (python, else expr).
+    With `capture=True` the result holds every tensor by name (inputs, constants and each
+    node's outputs; a second output of node `n` is `n:1`), plus the graph outputs under
+    their output names where no tensor has that name. `impl` picks each op's
+    implementation: "auto" (the op's most recently registered "python" or "expr"
+    binding), "python" (numpy first) or "expr" (expression first); see
+    `mdsl.runtime.kernels`.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:
@@ -34,7 +37,11 @@ def interpret(
     ...     g.output(x * 2.0, "y")
     >>> mdsl.interpret(g, {"x": np.arange(3, dtype=np.float32)})["y"]
     array([0., 2., 4.], dtype=float32)
+    >>> sorted(mdsl.interpret(g, {"x": np.ones(2, np.float32)}, capture=True))
+    ['Const', 'Mul', 'x', 'y']
     """
+    if impl not in IMPLS:
+        raise ExecutionError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
     env, symbols = bind_feeds(g, feeds)
     values: dict = {}
     outputs: dict[str, np.ndarray] = {}
@@ -42,48 +49,76 @@ def interpret(
         if node.op_type == OUTPUT:
             outputs[node.attrs["name"]] = values[node.inputs[0]]
             continue
-        results = _run_node(node, values, env, impl)
+        results = _run_node(node, values, env, impl, symbols)
         for tensor, value in zip(node.outputs, results):
-            _check_result(node, tensor.type, value, symbols)
             values[tensor] = value
-    if capture:
-        captured = {t.name: v for t, v in values.items()}
-        captured.update(outputs)
-        return captured
-    return outputs
+    if not capture:
+        return outputs
+    captured = {t.name: v for t, v in values.items()}
+    for name, value in outputs.items():
+        captured.setdefault(name, value)
+    return captured
 
 
-def _run_node(node: Node, values: dict, env: dict, impl: str) -> list[np.ndarray]:
+def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict) -> list:
     if node.op_type == INPUT:
         return [env[node.name]]
     if node.op_type == CONST:
         return [node.const_value()]
     args = [None if t is None else values[t] for t in node.inputs]
-    kernel = python_kernel(node, impl)
+    binding, kernel = node_kernel(node, impl, symbols)
     try:
-        result = kernel(*args, **node.attrs)
+        out_specs = [  # storage shape: a tensor the layout pass stored as NHWC is held so
+            (concrete_shape(t.type.storage_shape, symbols), t.type.dtype.np) for t in node.outputs
+        ]
+    except MdslError as e:  # an output dim no feed binds
+        raise _node_error(node, binding.backend, e.message, args, type(e)) from None
+    try:
+        results = kernel(args, out_specs)
     except MdslError as e:
-        raise e.with_context(node=node.name, op_type=node.op_type, source=node.source) from None
+        raise _node_error(node, binding.backend, e.message, args, type(e)) from None
     except Exception as e:
-        shapes = ", ".join("None" if a is None else f"{a.dtype}{list(a.shape)}" for a in args)
-        raise ExecutionError(
-            f"implementation raised {type(e).__name__}: {e} (inputs: {shapes})",
-            node=node.name,
-            op_type=node.op_type,
-            source=node.source,
-        ) from e
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+        message = f"implementation raised {type(e).__name__}: {e}"
+        raise _node_error(node, binding.backend, message, args) from e
+    if len(results) != len(node.outputs):
+        message = f"implementation returned {len(results)} values for {len(node.outputs)} outputs"
+        raise _node_error(node, binding.backend, message, args)
+    return [
+        _checked_result(node, binding.backend, value, spec, args)
+        for value, spec in zip(results, out_specs)
+    ]
 
 
-def _check_result(node: Node, ttype: TensorType, value, symbols: dict) -> None:
+def _checked_result(node: Node, backend: str, value, spec: tuple, args: list) -> np.ndarray:
+    shape, dtype = spec
     if not isinstance(value, np.ndarray):
         value = np.asarray(value)
-    expected = concrete_shape(ttype.shape, symbols)
-    if value.dtype != ttype.dtype.np or tuple(value.shape) != expected:
-        raise ExecutionError(
+    if value.dtype != dtype or tuple(value.shape) != shape:
+        message = (
             f"implementation returned {value.dtype}{list(value.shape)}, "
-            f"the graph declares {ttype.dtype}{list(expected)}",
-            node=node.name,
-            op_type=node.op_type,
-            source=node.source,
+            f"the graph declares {dtype}{list(shape)}"
         )
+        raise _node_error(node, backend, message, args)
+    return value
+
+
+def _node_error(
+    node: Node, backend: str, message: str, args: list, kind: type[MdslError] = ExecutionError
+) -> MdslError:
+    """`message` about `node`, with its layer, the binding that ran and its inputs."""
+    layer = f"layer {node.layer!r}, " if node.layer else ""
+    context = f"{layer}{backend} binding; inputs: {_describe_inputs(node, args)}"
+    return kind(f"{message} ({context})", node=node.name, op_type=node.op_type, source=node.source)
+
+
+def _describe_inputs(node: Node, args: list) -> str:
+    pairs = zip(input_names(node), args)
+    return ", ".join(f"{name}={_describe_array(a)}" for name, a in pairs) or "none"
+
+
+def _describe_array(a) -> str:
+    if a is None:
+        return "None"
+    if isinstance(a, np.ndarray):
+        return f"{a.dtype}[{','.join(map(str, a.shape))}]"
+    return type(a).__name__

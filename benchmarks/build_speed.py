@@ -1,0 +1,136 @@
+"""How long building a BERT-base-sized graph takes.
+
+Builds BERT-base (12 layers of self-attention + FFN, hidden 768, 12 heads, FFN 3072,
+30522-word vocabulary tied to the output head, ~110M parameters) from primitive ops only
+(matmul, add, sub, mul, div, exp, sqrt, tanh, reductions, reshape, transpose, split,
+concat, slicing), so that softmax, layer norm and GELU each become several nodes and each
+attention head is its own small subgraph, as a graph imported from a framework may hold
+them: about 2,000 nodes. Prints the node count, the parameter count and the median
+build time over 5 builds. Parameter values are drawn lazily, so this measures building:
+naming, shape inference, checks and recording nodes.
+
+Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import mdsl
+from mdsl import ops
+
+HIDDEN, HEADS, FFN, VOCAB, MAX_POS, SEQ = 768, 12, 3072, 30522, 512, 128
+HEAD = HIDDEN // HEADS
+
+
+@mdsl.layer
+def dense(x, n_out):
+    w = mdsl.param("weight", (x.shape[-1], n_out))
+    return ops.matmul(x, w) + mdsl.param("bias", (n_out,), init="zeros")
+
+
+@mdsl.layer
+def layer_norm(x, eps=1e-12):
+    mean = ops.reduce_mean(x, axes=(-1,), keepdims=True)
+    centered = x - mean
+    var = ops.reduce_mean(centered * centered, axes=(-1,), keepdims=True)
+    normed = centered / ops.sqrt(var + eps)
+    return normed * mdsl.param("gamma", (HIDDEN,), init="ones") + mdsl.param(
+        "beta", (HIDDEN,), init="zeros"
+    )
+
+
+@mdsl.layer
+def softmax(x):
+    shifted = x - ops.reduce_max(x, axes=(-1,), keepdims=True)
+    e = ops.exp(shifted)
+    return e / ops.reduce_sum(e, axes=(-1,), keepdims=True)
+
+
+@mdsl.layer
+def gelu(x):
+    """The tanh approximation, as BERT's original code writes it."""
+    inner = math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))
+    return 0.5 * x * (1.0 + ops.tanh(inner))
+
+
+def split_heads(x):
+    return x.reshape(-1, SEQ, HEADS, HEAD).transpose(0, 2, 1, 3)  # (B, heads, S, head)
+
+
+@mdsl.layer
+def head(q, k_t, v, mask_bias):
+    return ops.matmul(softmax(ops.matmul(q, k_t) + mask_bias), v)
+
+
+@mdsl.layer
+def attention(x, mask_bias):
+    """Multi-head attention as the Transformer paper writes it: project, split into heads,
+    attend per head, concatenate, project."""
+    q = split_heads(dense(x, HIDDEN)) * (1 / math.sqrt(HEAD))
+    k_t = split_heads(dense(x, HIDDEN)).transpose(0, 1, 3, 2)  # (B, heads, head, S)
+    v = split_heads(dense(x, HIDDEN))
+    per_head = zip(*(ops.split(t, axis=1, num_outputs=HEADS) for t in (q, k_t, v)))
+    heads = [head(qh, kh, vh, mask_bias) for qh, kh, vh in per_head]
+    context = ops.concat(heads, axis=1).transpose(0, 2, 1, 3).reshape(-1, SEQ, HIDDEN)
+    return dense(context, HIDDEN)
+
+
+@mdsl.layer
+def encoder_layer(x, mask_bias):
+    x = layer_norm(x + attention(x, mask_bias))
+    return layer_norm(x + dense(gelu(dense(x, FFN)), HIDDEN))
+
+
+@mdsl.layer
+def embeddings(inputs_embeds, token_types):
+    positions = mdsl.param("position_embeddings", (MAX_POS, HIDDEN))[:SEQ]
+    types = ops.matmul(token_types, mdsl.param("token_type_embeddings", (2, HIDDEN)))
+    return layer_norm(inputs_embeds + positions + types)
+
+
+def build_bert(layers: int = 12) -> mdsl.Graph:
+    with mdsl.Graph("bert_base") as g:
+        x = g.input("inputs_embeds", ("B", SEQ, HIDDEN))
+        token_types = g.input("token_types", ("B", SEQ, 2))  # one-hot segment ids
+        mask = g.input("attention_mask", ("B", 1, 1, SEQ))  # 1 keep, 0 pad
+        mask_bias = (1.0 - mask) * -10000.0
+        h = embeddings(x, token_types)
+        for _ in range(layers):
+            h = encoder_layer(h, mask_bias)
+        with mdsl.scope("pooler"):
+            pooled = ops.tanh(dense(h[:, 0], HIDDEN))
+        with mdsl.scope("mlm_head"):
+            t = layer_norm(gelu(dense(h, HIDDEN)))
+            words = mdsl.param("word_embeddings", (VOCAB, HIDDEN))  # tied to the input table
+            logits = ops.matmul(t, words.T) + mdsl.param("bias", (VOCAB,), init="zeros")
+        g.output(logits, "logits")
+        g.output(pooled, "pooled")
+    return g
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        g = build_bert(args.layers)
+        times.append(time.perf_counter() - start)
+    params, nbytes = g.parameter_count()
+    median = statistics.median(times)
+    print(f"nodes:      {len(g):,}")
+    print(f"parameters: {params:,} ({nbytes / 2**20:.1f} MiB float32)")
+    print(
+        f"build time: {median * 1e3:.1f} ms median of {args.repeats} "
+        f"({median / len(g) * 1e6:.1f} us per node; min {min(times) * 1e3:.1f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

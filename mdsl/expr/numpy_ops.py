@@ -1,0 +1,118 @@
+"""The numpy meaning of every scalar-expression op: `op name -> numpy function`.
+
+Like tinygrad's `code_for_op`, this is one table per target; a C, numba or AscendC
+renderer adds its own table beside this one. Each function takes numpy arrays or Python
+scalars (constants stay Python scalars so they adopt the other operand's dtype, numpy's
+"weak scalar" rule) and broadcasts like numpy.
+
+Semantics follow C where numpy differs, since compiled targets must agree with this
+table: integer `div` truncates toward zero (ONNX Div, C `/`), `round` rounds half to
+even (ONNX Round, C `rint`), `mod` takes the divisor's sign (Python `%`, ONNX Mod)
+while `fmod` takes the dividend's (C `fmod`), and where C is undefined the table picks
+one meaning every target must share: a float cast to an integer saturates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mdsl.ir.dtype import DType
+
+_FLOAT_NP = frozenset(d.np for d in (DType.float16, DType.bfloat16, DType.float32, DType.float64))
+
+
+def _is_integer(x) -> bool:
+    return np.issubdtype(np.asarray(x).dtype, np.integer)
+
+
+def _div(a, b):
+    if not (_is_integer(a) and _is_integer(b)):
+        return np.true_divide(a, b)
+    quotient = np.floor_divide(a, b)
+    inexact = np.remainder(a, b) != 0
+    negative = np.less(a, 0) != np.less(b, 0)
+    return np.where(inexact & negative, quotient + 1, quotient).astype(np.result_type(quotient))
+
+
+def _sigmoid(x):
+    e = np.exp(np.negative(np.abs(x)))  # exp only ever sees -|x|: no overflow
+    return np.where(np.greater_equal(x, 0), 1 / (1 + e), e / (1 + e))
+
+
+def _rsqrt(x):
+    return 1 / np.sqrt(x)
+
+
+_erf_object = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    """numpy has no erf: math.erf per element in float64, returned in x's float dtype."""
+    if isinstance(x, (bool, int, float)):
+        return math.erf(x)
+    arr = np.asarray(x)
+    dtype = arr.dtype if arr.dtype in _FLOAT_NP else np.dtype(np.float64)
+    return np.asarray(_erf_object(arr.astype(np.float64)), dtype=np.float64).astype(dtype)
+
+
+def saturating_astype(value, dtype: np.dtype) -> np.ndarray:
+    """`value` converted to `dtype`; a float becoming an integer saturates to the integer
+    range (NaN becomes 0). C leaves that conversion undefined, so every target's renderer
+    must do the same; everything else converts as numpy's astype does."""
+    arr = np.asarray(value)
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu" or arr.dtype.kind in "biu":
+        return arr.astype(dtype)
+    info = np.iinfo(dtype)
+    hi = np.float64(info.max)
+    if int(hi) > info.max:  # int64's max is not a float64: the largest float below it
+        hi = np.nextafter(hi, 0)
+    wide = np.nan_to_num(arr.astype(np.float64), nan=0.0)
+    clipped = np.clip(wide, float(info.min), hi).astype(dtype)
+    return np.where(wide > hi, np.array(info.max, dtype), clipped)
+
+
+def _cast(x, dtype: DType):
+    return saturating_astype(x, dtype.np)
+
+
+NUMPY_OPS = {
+    "neg": np.negative,
+    "not": np.logical_not,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": _div,
+    "pow": np.power,
+    "mod": np.mod,
+    "fmod": np.fmod,
+    "min": np.minimum,
+    "max": np.maximum,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "xor": np.logical_xor,
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "erf": _erf,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "abs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,
+    "sin": np.sin,
+    "cos": np.cos,
+    "sign": np.sign,
+    "select": np.where,
+    "cast": _cast,
+}

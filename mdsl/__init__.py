@@ -33,7 +33,10 @@ from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
 from mdsl.passes.manager import optimize
 from mdsl.runtime.compare import compare
+from mdsl.runtime.compile import compile
 from mdsl.runtime.interpreter import interpret
+from mdsl.tools import viz
+from mdsl.tools.bisection import bisect
 from mdsl.tools.diff import diff
 
 bool_ = DType.bool_

@@ -60,8 +60,9 @@ def aligned(size: int, alignment: int = ALIGNMENT) -> int:
     return -(-size // alignment) * alignment
 
 
-def plan_memory(buffers: list[Buffer], alignment: int = ALIGNMENT,
-                inplace: dict[str, str] | None = None) -> MemoryPlan:
+def plan_memory(
+    buffers: list[Buffer], alignment: int = ALIGNMENT, inplace: dict[str, str] | None = None
+) -> MemoryPlan:
     """Assign arena offsets to `buffers`; `inplace` maps an output buffer to the input
     buffer whose storage it may reuse (legal only if the input's lifetime ends where the
     output's begins and the output is no larger)."""
@@ -70,7 +71,9 @@ def plan_memory(buffers: list[Buffer], alignment: int = ALIGNMENT,
         raise CompileError("memory plan: duplicate buffer names")
     for b in buffers:
         if b.size < 0 or b.end < b.start:
-            raise CompileError(f"memory plan: buffer {b.name} has size {b.size}, life {b.start}..{b.end}")
+            raise CompileError(
+                f"memory plan: buffer {b.name} has size {b.size}, life {b.start}..{b.end}"
+            )
     aliases = _legal_aliases(by_name, inplace or {})
     merged = _merge_aliases(buffers, aliases, alignment)
     naive = sum(aligned(b.size, alignment) for b in buffers)
@@ -111,8 +114,12 @@ def _merge_aliases(buffers, aliases, alignment) -> list[Buffer]:
     for b in buffers:
         groups.setdefault(_root(b.name, aliases), []).append(b)
     return [
-        Buffer(root, aligned(max(m.size for m in members), alignment),
-               min(m.start for m in members), max(m.end for m in members))
+        Buffer(
+            root,
+            aligned(max(m.size for m in members), alignment),
+            min(m.start for m in members),
+            max(m.end for m in members),
+        )
         for root, members in groups.items()
     ]
 

@@ -351,3 +351,16 @@ def dims_equal(a, b) -> bool:
     return (isinstance(a, int) and isinstance(b, int) and a == b) or (
         isinstance(a, Dim) and isinstance(b, Dim) and a == b
     )
+
+
+def evaluate_dims(value, symbols: Mapping[str, int]):
+    """`value` with every symbolic Dim (also inside tuples and lists) evaluated.
+
+    >>> evaluate_dims((Dim("N") * 2, 3), {"N": 4})
+    (8, 3)
+    """
+    if isinstance(value, Dim):
+        return value.evaluate(symbols)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, (Dim, tuple, list)) for v in value):
+        return type(value)(evaluate_dims(v, symbols) for v in value)
+    return value

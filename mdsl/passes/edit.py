@@ -21,7 +21,6 @@ topological order, types are re-inferred through the op registry, names stay uni
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from mdsl.ir.errors import GraphError, MdslError
@@ -243,7 +242,7 @@ def extract_layer(g: Graph, path: str, *, name: str | None = None) -> Graph:
     for t in dict.fromkeys(entering):
         rewired[t] = _boundary_tensor(out, t)
     for n in inside:
-        for m in [n, *(m for s in all_graphs_of(n) for m in s)]:
+        for m in [n, *(m for s in _nested_graphs(n) for m in s)]:
             m.inputs = [None if t is None else rewired.get(t, t) for t in m.inputs]
         out.append(n)
         for sub in n.subgraphs.values():
@@ -259,18 +258,18 @@ def _in_layer(node: Node, path: str) -> bool:
 
 
 def _closure_reads(inside: list[Node], members: set[int]) -> list[Tensor]:
-    inner = {t for n in inside for s in all_graphs_of(n) for m in s for t in m.outputs}
+    inner = {t for n in inside for s in _nested_graphs(n) for m in s for t in m.outputs}
     return [
         t
         for n in inside
-        for s in all_graphs_of(n)
+        for s in _nested_graphs(n)
         for m in s
         for t in m.inputs
         if t is not None and t not in inner and id(t.producer) not in members
     ]
 
 
-def all_graphs_of(node: Node):
+def _nested_graphs(node: Node):
     for sub in node.subgraphs.values():
         yield from all_graphs(sub)
 
@@ -278,18 +277,12 @@ def all_graphs_of(node: Node):
 def _boundary_tensor(out: Graph, t: Tensor) -> Tensor:
     """An Input of `out` for tensor `t` entering the layer (a copy if `t` is constant)."""
     if t.producer.op_type == CONST:
-        node = new_node(out, CONST, [], dict(t.producer.attrs), [t.type], like=t.producer)
-        node.name = out.node_names.unique(t.producer.name)
+        attrs, op_type, name = dict(t.producer.attrs), CONST, t.producer.name
     else:
-        node = new_node(out, INPUT, [], {}, [t.type])
-        node.name = _free_name(out, t.name)
+        attrs, op_type, name = {}, INPUT, t.name.replace(":", "_")
+    node = new_node(out, op_type, [], attrs, [t.type], name=name, like=t.producer, layer="")
     out.append(node)
     return node.outputs[0]
-
-
-def _free_name(g: Graph, wanted: str) -> str:
-    base = re.sub(r"[:]", "_", wanted)
-    return g.node_names.unique(base)
 
 
 def _relative(name: str, path: str) -> str:

@@ -140,18 +140,20 @@ class CompareReport:
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
-        header = "| node | op | layer | dtype | format | shape | max abs | max rel | cosine | ok |"
+        """The report as a Markdown table, one row per tensor (the layer is the tensor
+        name's path; a format other than ND follows the dtype, as in `table()`)."""
+        header = "| tensor | op | dtype | shape | max abs | max rel | cosine | ok |"
         first = self._first_line()
         lines = [f"**{self.summary()}**"] + ([f"\n{first}"] if first else [])
-        lines += ["", header, "|" + "---|" * 10]
+        lines += ["", header, "|" + "---|" * 8]
         for r in self.rows:
+            tensor, op, dtype, shape, max_abs, max_rel, cosine, _ = _cells(r)
             status = "ok" if r.ok else "**FAIL**"
             if r.note:
                 status += f" ({r.note})"
-            shape = "[" + ",".join(map(str, r.shape)) + "]"
             lines.append(
-                f"| `{r.tensor}` | {r.op_type} | {r.layer or '-'} | {r.dtype} | {r.format} | "
-                f"{shape} | {_num(r.max_abs)} | {_num(r.max_rel)} | {_cos(r.cosine)} | {status} |"
+                f"| `{tensor}` | {op} | {dtype} | {shape} | {max_abs} | {max_rel} | {cosine} "
+                f"| {status} |"
             )
         return "\n".join(lines)
 
@@ -192,10 +194,20 @@ def _column_widths(cells: list, width: int) -> list[int]:
 def _line(cells, widths) -> str:
     parts = []
     for i, (text, w) in enumerate(zip(cells, widths)):
-        if len(text) > w:  # keep the end of names (the leaf), the start of the rest
-            text = "…" + text[-(w - 1) :] if i == 0 else text[: w - 1] + "…"
+        if len(text) > w:  # names keep their top-level layer and leaf, the rest its start
+            text = _shorten_path(text, w) if i == 0 else text[: w - 1] + "…"
         parts.append(text.rjust(w) if 4 <= i <= 6 else text.ljust(w))
     return "  ".join(parts).rstrip()
+
+
+def _shorten_path(name: str, width: int) -> str:
+    """`EncoderBlock_1/…ion/Q/MatMul`: the first path part (when it takes at most 3/5 of
+    the width), an ellipsis, and as much of the end as fits."""
+    if len(name) <= width:
+        return name
+    first = name.partition("/")[0] + "/"
+    head = first if "/" in name and 5 * len(first) <= 3 * width else name[: (width - 1) // 2]
+    return head + "…" + name[len(name) - (width - 1 - len(head)) :]
 
 
 def _clip(text: str, width: int) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from mdsl import expr
 from mdsl.expr.numpy_ops import saturating_astype
-from mdsl.ir.dim import Dim
+from mdsl.ir.dim import evaluate_dims
 from mdsl.ir.errors import ExecutionError
 from mdsl.ir.graph import Node
 from mdsl.ops import registry
@@ -65,7 +65,9 @@ def choose_binding(op_type: str, impl: str = "auto") -> Binding | None:
     return max(present, key=lambda b: b.serial, default=None)
 
 
-def node_kernel(node: Node, impl: str = "auto", symbols: dict | None = None) -> tuple[Binding, Kernel]:
+def node_kernel(
+    node: Node, impl: str = "auto", symbols: dict | None = None
+) -> tuple[Binding, Kernel]:
     """The binding chosen for `node` and a kernel running it; `symbols` (symbol -> size)
     turns symbolic dims in attrs (a Reshape target `(B, S, 64)`) into this run's ints."""
     binding = choose_binding(node.op_type, impl)
@@ -94,23 +96,9 @@ def _unbound_message(op_type: str, impl: str) -> str:
 
 def concrete_attrs(attrs: dict, symbols: dict) -> dict:
     """`attrs` with every symbolic Dim (also inside tuples) evaluated with `symbols`."""
-    if not any(_holds_dim(v) for v in attrs.values()):
+    if not symbols:
         return attrs
-    return {k: _concrete(v, symbols) for k, v in attrs.items()}
-
-
-def _holds_dim(value) -> bool:
-    if isinstance(value, Dim):
-        return True
-    return isinstance(value, tuple) and any(_holds_dim(v) for v in value)
-
-
-def _concrete(value, symbols: dict):
-    if isinstance(value, Dim):
-        return value.evaluate(symbols)
-    if isinstance(value, tuple):
-        return tuple(_concrete(v, symbols) for v in value)
-    return value
+    return {k: evaluate_dims(v, symbols) for k, v in attrs.items()}
 
 
 def _python_kernel(binding: Binding, node: Node, attrs: dict) -> Kernel:

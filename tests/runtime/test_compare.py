@@ -154,9 +154,7 @@ def test_table_fits_100_columns_and_markdown_has_one_row_per_tensor():
     assert sub_line.endswith("FAIL") and "shift_back/Sub" in sub_line and "[4,16]" in sub_line
     assert str(rep) == table
     md = rep.to_markdown().splitlines()
-    header = md.index(
-        "| node | op | layer | dtype | format | shape | max abs | max rel | cosine | ok |"
-    )
+    header = md.index("| tensor | op | dtype | shape | max abs | max rel | cosine | ok |")
     assert len(md) == header + 2 + len(rep.rows)
     assert any(f"`{rep.first_mismatch.tensor}`" in line and "**FAIL**" in line for line in md)
 

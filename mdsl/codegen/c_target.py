@@ -1,0 +1,519 @@
+"""The C target: renders a Plan as one translation unit (kernels + a `mdsl_run` that
+executes the whole schedule over one arena).
+
+Structure lives in the Jinja templates under `csrc/templates/c/`; this module renders
+loop nests and expressions. Identifiers in the C code are buffer and variable names the
+planner made (`in0`, `t3`, `ld7`); user strings (node names, source lines) appear only
+in comments, through `comment_text`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jinja2
+
+from mdsl import expr as E
+from mdsl.codegen import kir
+from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
+from mdsl.codegen.plan import Plan, kernel_buffers
+from mdsl.codegen.templates import template_dir
+from mdsl.ir.dtype import DType
+
+INDENT = "    "
+
+
+def comment_text(text: str) -> str:
+    """`text` made safe inside a C block comment (no `*/`, no newlines, ASCII only)."""
+    text = text.replace("*/", "* /").replace("/*", "/ *")
+    text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    return text[:200]
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir("c"))),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_c(plan: Plan) -> str:
+    """The C source of `plan`."""
+    env = _env()
+    kernel_template = env.get_template("kernel.c.j2")
+    kernels, calls = [], []
+    for k in plan.kernels:
+        params, args = _signature(plan, k)
+        body = _BODY[type(k)](plan, k)
+        kernels.append(
+            kernel_template.render(
+                name=k.name,
+                kind=_KIND[type(k)],
+                nodes=[_node_line(n) for n in k.nodes],
+                params=", ".join(params) or "void",
+                body=body.rstrip("\n"),
+            ).rstrip("\n")
+        )
+        calls.append(f"if ({k.name}({', '.join(args)})) return 1;")
+    return env.get_template("module.c.j2").render(
+        graph_name=comment_text(plan.graph.name),
+        kernels=kernels,
+        arena_bytes=plan.memory.arena_bytes,
+        naive_bytes=plan.memory.naive_bytes,
+        lower_bound_bytes=plan.memory.lower_bound_bytes,
+        uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.kernels),
+        buffer_lines=_buffer_lines(plan),
+        call_lines=calls,
+    )
+
+
+_KIND = {
+    kir.Pointwise: "pointwise",
+    kir.Rowwise: "row reduction",
+    kir.Gemm: "GEMM + epilogue",
+    kir.Conv: "convolution (im2col + GEMM) + epilogue",
+    kir.Pool: "pooling",
+    kir.Callback: "Python callback",
+}
+
+
+def _node_line(ref: kir.NodeRef) -> str:
+    where = f" at {ref.source}" if ref.source else ""
+    return comment_text(f"{ref.name} ({ref.op_type}){where}")
+
+
+def _buffer_lines(plan: Plan) -> list[str]:
+    lines = []
+    for name, spec in plan.buffers.items():
+        ctype = C_TYPES[spec.dtype]
+        if spec.kind == "input":
+            source = f"inputs[{spec.slot}]"
+        elif spec.kind == "output":
+            source = f"outputs[{spec.slot}]"
+        elif spec.kind == "const":
+            source = f"(void *)consts[{spec.slot}]"
+        elif name in plan.memory.offsets:
+            source = f"arena + {plan.memory.offsets[name]}"
+        else:
+            continue  # planned but never touched
+        lines.append(f"{ctype} *{name} = ({ctype} *)({source});  /* {comment_text(spec.tensor)} */")
+    return lines
+
+
+def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
+    reads, writes = kernel_buffers(k)
+    names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
+    params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
+    args = list(names)
+    if isinstance(k, kir.Callback):
+        params.append("mdsl_callback_t callback")
+        args.append("callback")
+    return params, args
+
+
+# -- addressing and typed loads/stores ---------------------------------------------------------
+def _index(access: kir.Access, index_vars: list[str]) -> str:
+    terms = [str(access.offset)] if access.offset else []
+    for var, stride in zip(index_vars, access.strides):
+        if stride == 1:
+            terms.append(var)
+        elif stride:
+            terms.append(f"{var} * {stride}")
+    return " + ".join(terms) or "0"
+
+
+def _load(access: kir.Access, index: str) -> str:
+    element = f"{access.buffer}[{index}]"
+    if access.dtype == DType.bfloat16:
+        return f"mdsl_bf16_load({element})"
+    if access.dtype == DType.float16:
+        return f"(float){element}"
+    return element
+
+
+def _store(access: kir.Access, index: str, value: str) -> str:
+    element = f"{access.buffer}[{index}]"
+    if access.dtype == DType.bfloat16:
+        return f"{element} = mdsl_bf16_store({value});"
+    if access.dtype == DType.float16:
+        return f"{element} = (_Float16)({value});"
+    if access.dtype == DType.bool_:
+        return f"{element} = (uint8_t)(({value}) != 0);"
+    return f"{element} = ({C_TYPES[access.dtype]})({value});"
+
+
+def _ctype(dtype: DType) -> str:
+    return C_TYPES[compute_type(dtype)]
+
+
+def _merge_dims(shape: tuple[int, ...], accesses: list[kir.Access]):
+    """Drop size-1 dims and merge adjacent dims every access walks contiguously."""
+    dims = [(d, [a.strides[i] for a in accesses]) for i, d in enumerate(shape) if d != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for size, strides in dims:
+        if merged:
+            prev_size, prev_strides = merged[-1]
+            if all(ps == s * size for ps, s in zip(prev_strides, strides)):
+                merged[-1] = (prev_size * size, strides)
+                continue
+        merged.append((size, strides))
+    if not merged:
+        merged = [(1, [0] * len(accesses))]
+    return merged
+
+
+def _with_strides(access: kir.Access, strides: list[int]) -> kir.Access:
+    return kir.Access(access.buffer, access.dtype, access.offset, tuple(strides))
+
+
+def _var_types(loads: dict[str, kir.Access], lets) -> dict[str, DType]:
+    types = {name: compute_type(a.dtype) for name, a in loads.items()}
+    for let in lets:
+        types[let.var] = compute_type(let.dtype)
+    return types
+
+
+# -- pointwise ------------------------------------------------------------------------------------
+def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
+    load_names = list(k.loads)
+    accesses = [k.loads[n] for n in load_names] + [s.access for s in k.stores]
+    dims = _merge_dims(k.shape, accesses)
+    idx = [f"i{d}" for d in range(len(dims))]
+    views = [_with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
+    types = _var_types(k.loads, k.lets)
+    r = CExprRenderer(types)
+    body = []
+    for name, view in zip(load_names, views):
+        body.append(f"const {_ctype(view.dtype)} {name} = {_load(view, _index(view, idx))};")
+    for let in k.lets:
+        body.append(
+            f"const {_ctype(let.dtype)} {let.var} = {r.render(let.value, compute_type(let.dtype))};"
+        )
+    for store, view in zip(k.stores, views[len(load_names) :]):
+        value = r.render(store.value, compute_type(store.access.dtype))
+        body.append(_store(view, _index(view, idx), value))
+    return _loop_nest([d for d, _ in dims], idx, body, math.prod(k.shape))
+
+
+def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
+    lines = []
+    depth = len(sizes)
+    for level, (size, var) in enumerate(zip(sizes, idx)):
+        pad = INDENT * (level + 1)
+        if level == 0 and depth == 1:
+            lines.append(f"{pad}#pragma omp parallel for simd if({total} > MDSL_PAR_MIN)")
+        elif level == 0:
+            lines.append(f"{pad}#pragma omp parallel for if({total} > MDSL_PAR_MIN)")
+        elif level == depth - 1:
+            lines.append(f"{pad}#pragma omp simd")
+        lines.append(f"{pad}for (int64_t {var} = 0; {var} < {size}; {var}++) {{")
+    pad = INDENT * (depth + 1)
+    lines += [pad + line for line in body]
+    for level in reversed(range(depth)):
+        lines.append(INDENT * (level + 1) + "}")
+    return "\n".join(lines)
+
+
+# -- rowwise --------------------------------------------------------------------------------------
+_INIT = {"sum": "0", "prod": "1", "max": "-INFINITY", "min": "INFINITY"}
+_OMP_OP = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+
+
+def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
+    n_outer = len(k.outer_shape)
+    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
+    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
+    r = CExprRenderer(types)
+    lines = [f"{INDENT}#pragma omp parallel for if({k.outer_size * k.row_size} > MDSL_PAR_MIN)"]
+    lines.append(f"{INDENT}for (int64_t o = 0; o < {k.outer_size}; o++) {{")
+    body = _decompose("o", "o", k.outer_shape)
+    row_accesses = list(k.loads.values()) + [
+        p.access for p in k.phases if isinstance(p, kir.RowStore)
+    ]
+    row_dims = _merge_dims(
+        k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
+    )
+    row_stride = {}
+    if len(row_dims) == 1:
+        for a, s in zip(row_accesses, row_dims[0][1]):
+            row_stride[id(a)] = s
+    bases = {}
+    for name, a in list(k.loads.items()) + [
+        (f"st{i}", p.access)
+        for i, p in enumerate(k.phases)
+        if isinstance(p, (kir.RowStore, kir.Store))
+    ]:
+        base = _index(
+            kir.Access(a.buffer, a.dtype, a.offset, a.strides[:n_outer]),
+            [f"o{d}" for d in range(n_outer)],
+        )
+        bases[id(a)] = f"b_{name}"
+        body.append(f"const int64_t b_{name} = {base};")
+    for phase in k.phases:
+        body += _phase_lines(k, phase, r, bases, row_stride, n_outer)
+    lines += [INDENT * 2 + line for line in body]
+    lines.append(f"{INDENT}}}")
+    return "\n".join(lines)
+
+
+def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
+    """Lines splitting flat index `flat` into `prefix0..` over `shape` (row-major)."""
+    if not shape:
+        return []
+    lines = [f"int64_t rem_{prefix} = {flat};"]
+    for d in reversed(range(len(shape))):
+        lines.append(
+            f"const int64_t {prefix}{d} = rem_{prefix} % {shape[d]}; rem_{prefix} /= {shape[d]};"
+        )
+    return lines
+
+
+def _row_offset(k: kir.Rowwise, access: kir.Access, row_stride: dict, n_outer: int) -> str:
+    if id(access) in row_stride:
+        s = row_stride[id(access)]
+        return "" if s == 0 else ("j" if s == 1 else f"j * {s}")
+    terms = [f"j{d} * {s}" for d, s in enumerate(access.strides[n_outer:]) if s]
+    return " + ".join(terms)
+
+
+def _row_loop(
+    k, used_loads, r, bases, row_stride, n_outer, inner: list[str], pragma: str
+) -> list[str]:
+    lines = [pragma] if pragma else []
+    lines.append(f"for (int64_t j = 0; j < {k.row_size}; j++) {{")
+    if not all(id(k.loads[n]) in row_stride for n in used_loads) and len(k.row_shape) > 1:
+        lines += [INDENT + x for x in _decompose("j", "j", k.row_shape)]
+    for name in used_loads:
+        a = k.loads[name]
+        off = _row_offset(k, a, row_stride, n_outer)
+        index = f"{bases[id(a)]} + {off}" if off else bases[id(a)]
+        lines.append(f"{INDENT}const {_ctype(a.dtype)} {name} = {_load(a, index)};")
+    lines += [INDENT + x for x in inner]
+    lines.append("}")
+    return lines
+
+
+def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
+    if isinstance(phase, kir.Let):
+        loads = _scalar_loads(k, phase.value, bases)
+        return loads + [
+            f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};"
+        ]
+    used = [v for v in E.variables(phase.value) if v in k.loads]
+    if isinstance(phase, kir.Reduce):
+        t = compute_type(phase.dtype)
+        value = r.render(phase.value, t)
+        if phase.op in ("max", "min"):
+            update = f"{phase.var} = mdsl_{phase.op}_{C_TYPES[t]}({phase.var}, {value});"
+            pragma = ""  # NaN-propagating max is not an OpenMP reduction
+        else:
+            update = f"{phase.var} {_OMP_OP[phase.op]}= {value};"
+            pragma = f"#pragma omp simd reduction({_OMP_OP[phase.op]}:{phase.var})"
+        init = (
+            _INIT[phase.op]
+            if t.is_float or phase.op in ("sum", "prod")
+            else ("INT64_MIN" if phase.op == "max" else "INT64_MAX")
+        )
+        head = [f"{C_TYPES[t]} {phase.var} = {init};"]
+        return head + _row_loop(k, used, r, bases, row_stride, n_outer, [update], pragma)
+    if isinstance(phase, kir.RowStore):
+        value = r.render(phase.value, compute_type(phase.access.dtype))
+        off = _row_offset(k, phase.access, row_stride, n_outer)
+        base = bases[id(phase.access)]
+        index = f"{base} + {off}" if off else base
+        return _row_loop(
+            k,
+            used,
+            r,
+            bases,
+            row_stride,
+            n_outer,
+            [_store(phase.access, index, value)],
+            "#pragma omp simd",
+        )
+    if isinstance(phase, kir.Store):
+        loads = _scalar_loads(k, phase.value, bases)
+        value = r.render(phase.value, compute_type(phase.access.dtype))
+        return loads + [_store(phase.access, bases[id(phase.access)], value)]
+    raise TypeError(f"unknown phase {phase!r}")
+
+
+def _scalar_loads(k, value, bases) -> list[str]:
+    lines = []
+    for name in E.variables(value):
+        if name in k.loads:
+            a = k.loads[name]
+            lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, bases[id(a)])};")
+    return lines
+
+
+# -- GEMM, convolution, pooling, callbacks -----------------------------------------------------------
+def _epilogue_lines(
+    ep: kir.Epilogue, space: tuple[int, ...], idx: list[str], acc: str, acc_type: DType
+) -> list[str]:
+    types = _var_types(ep.loads, ep.lets)
+    types["acc"] = acc_type
+    r = CExprRenderer(types)
+    lines = [f"const {C_TYPES[acc_type]} acc = {acc};"]
+    for name, a in ep.loads.items():
+        lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, _index(a, idx))};")
+    for let in ep.lets:
+        lines.append(
+            f"const {_ctype(let.dtype)} {let.var} = {r.render(let.value, compute_type(let.dtype))};"
+        )
+    for store in ep.stores:
+        lines.append(
+            _store(
+                store.access,
+                _index(store.access, idx),
+                r.render(store.value, compute_type(store.access.dtype)),
+            )
+        )
+    return lines
+
+
+def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
+    real = C_TYPES[k.dtype]
+    gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
+    nb = len(k.batch_shape)
+    bvars = [f"bi{d}" for d in range(nb)]
+    lines = []
+    for d, size in enumerate(k.batch_shape):
+        lines.append(INDENT * (d + 1) + f"for (int64_t bi{d} = 0; bi{d} < {size}; bi{d}++) {{")
+    pad = INDENT * (nb + 1)
+    oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
+    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
+    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
+    block = 256
+    a_row = "m0" if k.trans_a else f"m0 * {k.lda}"
+    lines.append(f"{pad}for (int64_t m0 = 0; m0 < {k.m}; m0 += {block}) {{")
+    lines.append(f"{pad}{INDENT}const int mb = {k.m} - m0 < {block} ? (int)({k.m} - m0) : {block};")
+    lines.append(
+        f"{pad}{INDENT}{gemm}(CblasRowMajor, {ta}, {tb}, mb, {k.n}, {k.k}, ({real}){k.alpha!r}, "
+        f"{k.a.buffer} + {oa} + {a_row}, {k.lda}, {k.b.buffer} + {ob}, {k.ldb}, ({real})0, "
+        f"{k.out.buffer} + {oc} + m0 * {k.n}, {k.n});"
+    )
+    if k.epilogue is not None:
+        idx = bvars + ["i", "jn"]
+        acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
+        inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, k.dtype)
+        lines.append(f"{pad}{INDENT}#pragma omp parallel for if(mb * {k.n} > MDSL_PAR_MIN)")
+        lines.append(f"{pad}{INDENT}for (int64_t i = m0; i < m0 + mb; i++) {{")
+        lines.append(f"{pad}{INDENT * 2}#pragma omp simd")
+        lines.append(f"{pad}{INDENT * 2}for (int64_t jn = 0; jn < {k.n}; jn++) {{")
+        lines += [f"{pad}{INDENT * 3}{x}" for x in inner]
+        lines.append(f"{pad}{INDENT * 2}}}")
+        lines.append(f"{pad}{INDENT}}}")
+    lines.append(f"{pad}}}")
+    for d in reversed(range(nb)):
+        lines.append(INDENT * (d + 1) + "}")
+    return "\n".join(lines)
+
+
+def _conv_body(plan: Plan, k: kir.Conv) -> str:
+    cg, coutg = k.c // k.group, k.cout // k.group
+    ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
+    sh, sw = k.stride
+    ph, pw = k.pad
+    dh, dw = k.dilation
+    lines = [
+        f"for (int64_t n = 0; n < {k.n}; n++) {{",
+        f"{INDENT}for (int64_t g = 0; g < {k.group}; g++) {{",
+    ]
+    lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
+    if k.scratch:
+        lines += [
+            f"{INDENT * 2}#pragma omp parallel for if({kdim * ohw} > MDSL_PAR_MIN)",
+            f"{INDENT * 2}for (int64_t row = 0; row < {kdim}; row++) {{",
+            f"{INDENT * 3}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
+            f"{INDENT * 3}float *col = {k.scratch} + row * {ohw};",
+            f"{INDENT * 3}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+            f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
+            f"{INDENT * 4}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            f"{INDENT * 5}const int64_t ix = ox * {sw} - {pw} + kj * {dw};",
+            f"{INDENT * 5}col[oy * {k.ow} + ox] = (iy >= 0 && iy < {k.h} && ix >= 0 && ix < {k.w_in}) ? xg[(c * {k.h} + iy) * {k.w_in} + ix] : 0.0f;",
+            f"{INDENT * 4}}}",
+            f"{INDENT * 3}}}",
+            f"{INDENT * 2}}}",
+        ]
+        col = k.scratch
+    else:
+        col = "xg"
+    lines.append(
+        f"{INDENT * 2}MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, {coutg}, {ohw}, {kdim}, 1.0f, "
+        f"{k.w} + g * {coutg * kdim}, {kdim}, {col}, {ohw}, 0.0f, {k.out} + (n * {k.cout} + g * {coutg}) * {ohw}, {ohw});"
+    )
+    lines.append(f"{INDENT}}}")
+    if k.epilogue is not None:
+        idx = ["n", "co", "oy", "ox"]
+        acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
+        inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
+        lines += [
+            f"{INDENT}#pragma omp parallel for if({k.cout * ohw} > MDSL_PAR_MIN)",
+            f"{INDENT}for (int64_t co = 0; co < {k.cout}; co++) {{",
+            f"{INDENT * 2}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+            f"{INDENT * 3}#pragma omp simd",
+            f"{INDENT * 3}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+        ]
+        lines += [INDENT * 4 + x for x in inner]
+        lines += [f"{INDENT * 3}}}", f"{INDENT * 2}}}", f"{INDENT}}}"]
+    lines.append("}")
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _pool_body(plan: Plan, k: kir.Pool) -> str:
+    (h, w), (oh, ow) = k.in_spatial, k.out_spatial
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = k.kernel, k.strides, k.pads, k.dilations
+    is_max = k.kind == "max"
+    init = "-INFINITY" if is_max else "0.0f"
+    update = "acc = mdsl_max_float(acc, v);" if is_max else "acc += v; count++;"
+    if is_max:
+        result = "acc"
+    elif k.count_include_pad:
+        result = "acc / (float)full"
+    else:
+        result = "acc / (float)count"
+    lines = [
+        f"#pragma omp parallel for if({k.n * k.c * oh * ow} > MDSL_PAR_MIN)",
+        f"for (int64_t nc = 0; nc < {k.n * k.c}; nc++) {{",
+        f"{INDENT}const float *x = {k.x} + nc * {h * w};",
+        f"{INDENT}for (int64_t oy = 0; oy < {oh}; oy++) {{",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {ow}; ox++) {{",
+        f"{INDENT * 3}float acc = {init}; int64_t count = 0, full = 0; (void)count; (void)full;",
+        f"{INDENT * 3}for (int64_t ki = 0; ki < {kh}; ki++) {{",
+        f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
+        f"{INDENT * 4}for (int64_t kj = 0; kj < {kw}; kj++) {{",
+        f"{INDENT * 5}const int64_t ix = ox * {sw} - {pw} + kj * {dw};",
+        f"{INDENT * 5}if (iy < {h + ph} && ix < {w + pw}) full++;",
+        f"{INDENT * 5}if (iy < 0 || iy >= {h} || ix < 0 || ix >= {w}) continue;",
+        f"{INDENT * 5}const float v = x[iy * {w} + ix];",
+        f"{INDENT * 5}{update}",
+        f"{INDENT * 4}}}",
+        f"{INDENT * 3}}}",
+        f"{INDENT * 3}{k.out}[(nc * {oh} + oy) * {ow} + ox] = {result};",
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _callback_body(plan: Plan, k: kir.Callback) -> str:
+    buffers = [b or "0" for b in k.inputs] + list(k.outputs)
+    return (
+        f"{INDENT}void *buffers[] = {{{', '.join(f'(void *){b}' for b in buffers)}}};\n"
+        f"{INDENT}if (callback({k.index}, buffers)) return 1;"
+    )
+
+
+_BODY = {
+    kir.Pointwise: _pointwise_body,
+    kir.Rowwise: _rowwise_body,
+    kir.Gemm: _gemm_body,
+    kir.Conv: _conv_body,
+    kir.Pool: _pool_body,
+    kir.Callback: _callback_body,
+}

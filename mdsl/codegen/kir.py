@@ -1,0 +1,220 @@
+"""Kernel IR: what one generated kernel computes, independent of the target language.
+
+Lowering (`mdsl.codegen.lower`) turns each fusion group of a specialized (static-shape)
+graph into one of these records; every target (C, numba, AscendC) renders from them and
+never looks at the graph again.
+
+Addressing is affine: an `Access` reads or writes buffer elements at
+`offset + sum(index[d] * strides[d])` over the kernel's iteration space, which covers
+contiguous tensors, broadcasting (stride 0), transposes and strided slices alike.
+Values are `mdsl.expr` expressions whose variables name loads (`Access`es), earlier
+temporaries, row reductions, or `acc` (a GEMM/conv result element).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mdsl.expr import Expr
+from mdsl.ir.dtype import DType
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Elements of `buffer` (of `dtype`) at offset + index . strides."""
+
+    buffer: str
+    dtype: DType
+    offset: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRef:
+    """A graph node a kernel computes, for the comment heading the generated code."""
+
+    name: str
+    op_type: str
+    source: str | None
+
+
+@dataclass(slots=True)
+class Let:
+    """A temporary: `var = value`, computed in `dtype` (float32 for half floats)."""
+
+    var: str
+    value: Expr
+    dtype: DType
+
+
+@dataclass(slots=True)
+class Store:
+    """Write `value` (a variable name or expression) to `access`."""
+
+    access: Access
+    value: Expr
+
+
+@dataclass(slots=True)
+class Pointwise:
+    """for index in shape: lets...; stores...  (loads are the `loads` variables)."""
+
+    name: str
+    nodes: list[NodeRef]
+    shape: tuple[int, ...]
+    loads: dict[str, Access]
+    lets: list[Let]
+    stores: list[Store]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(slots=True)
+class Reduce:
+    """`var = op over the row of value` (op: sum, max, min, prod); `dtype` accumulates."""
+
+    var: str
+    op: str
+    value: Expr
+    dtype: DType
+    lets: list[Let] = field(default_factory=list)  # per-element temporaries of `value`
+
+
+@dataclass(slots=True)
+class RowStore:
+    """Write `value` for every element of the row (a full-shape result)."""
+
+    access: Access
+    value: Expr
+    lets: list[Let] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Rowwise:
+    """for each outer index: phases in order over one row (the reduced axes).
+
+    The iteration space is `outer_shape + row_shape`; accesses have strides over it (a
+    reduced-shape access has stride 0 on the row dims). Phases are `Reduce` (row ->
+    scalar), `Let` (scalar from earlier scalars), `RowStore` (full-shape output) and
+    `Store` (reduced-shape output, row index 0).
+    """
+
+    name: str
+    nodes: list[NodeRef]
+    outer_shape: tuple[int, ...]
+    row_shape: tuple[int, ...]
+    loads: dict[str, Access]
+    phases: list
+
+    @property
+    def row_size(self) -> int:
+        return math.prod(self.row_shape)
+
+    @property
+    def outer_size(self) -> int:
+        return math.prod(self.outer_shape)
+
+
+@dataclass(slots=True)
+class Epilogue:
+    """Pointwise work on each result element of a GEMM or convolution, while it is hot:
+    `acc` names the element; `loads` are accesses over the output's iteration space."""
+
+    loads: dict[str, Access]
+    lets: list[Let]
+    stores: list[Store]
+    nodes: list[NodeRef] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Gemm:
+    """out[b] = alpha * op(a[b]) @ op(b[b]) (+ epilogue), for each batch index b.
+
+    a, b, out: buffers with per-batch element offsets given by the strides over
+    `batch_shape`; matrices are row-major with leading dims lda/ldb/ldc.
+    """
+
+    name: str
+    nodes: list[NodeRef]
+    dtype: DType
+    batch_shape: tuple[int, ...]
+    a: Access  # strides over batch_shape
+    b: Access
+    out: Access
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+    lda: int
+    ldb: int
+    alpha: float
+    epilogue: Epilogue | None
+    out_shape: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Conv:
+    """2-D convolution (NCHW, OIHW weights, groups) as im2col + GEMM, plus epilogue."""
+
+    name: str
+    nodes: list[NodeRef]
+    dtype: DType
+    x: str
+    w: str
+    out: str
+    n: int
+    c: int
+    h: int
+    w_in: int
+    cout: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    stride: tuple[int, int]
+    pad: tuple[int, int]  # top, left (bottom/right follow from the output size)
+    dilation: tuple[int, int]
+    group: int
+    scratch: str  # im2col buffer
+    scratch_elems: int
+    epilogue: Epilogue | None
+    out_shape: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Pool:
+    """Max or average pooling over the spatial dims of NCHW."""
+
+    name: str
+    nodes: list[NodeRef]
+    dtype: DType
+    kind: str  # "max" | "avg"
+    x: str
+    out: str
+    n: int
+    c: int
+    in_spatial: tuple[int, ...]
+    out_spatial: tuple[int, ...]
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]  # begins only
+    dilations: tuple[int, ...]
+    count_include_pad: bool
+
+
+@dataclass(slots=True)
+class Callback:
+    """A node without generated code: the compiled graph calls back into Python."""
+
+    name: str
+    nodes: list[NodeRef]
+    index: int  # position in the executable's callback table
+    inputs: list[str | None]  # buffers
+    outputs: list[str]
+
+
+Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback

@@ -1,0 +1,233 @@
+"""GEMM and convolution groups (an extern anchor plus its pointwise epilogue), and pooling.
+
+The anchor's result element is the variable `acc` in the epilogue; the epilogue runs over
+each block of output rows right after the BLAS call that produced them, while they are in
+cache. Only float32 and float64 go through BLAS; anything else falls back.
+"""
+
+from __future__ import annotations
+
+from mdsl import expr as E
+from mdsl.codegen import kir
+from mdsl.codegen.access import broadcast_strides, contiguous_strides
+from mdsl.codegen.lower import (
+    Context,
+    Unsupported,
+    ValueTable,
+    kernel_name,
+    node_exprs,
+    node_ref,
+)
+from mdsl.ir.dtype import DType
+from mdsl.ir.graph import Node, Tensor
+from mdsl.ops.windows import concrete_padding, make_window
+
+BLAS_DTYPES = (DType.float32, DType.float64)
+
+
+def _epilogue(
+    ctx: Context,
+    anchor_value: E.Expr,
+    members: list[Node],
+    anchor: Node,
+    outputs: list[Tensor],
+    space: tuple[int, ...],
+    extra_loads=None,
+):
+    """Epilogue over `space` with `acc` standing for the anchor's result; it stores every
+    group output (the anchor's own output included when it is kept)."""
+    table = ValueTable(ctx, space)
+    table.loads.update(extra_loads or {})
+    table.values[anchor.outputs[0]] = anchor_value
+    lets = []
+    for node in members:
+        for t, e in zip(node.outputs, node_exprs(node, table.args_of(node))):
+            name = ctx.fresh("v")
+            lets.append(kir.Let(name, e, t.dtype))
+            table.values[t] = E.var(name)
+    stores = [
+        kir.Store(
+            kir.Access(ctx.buffer_of(t), t.dtype, 0, contiguous_strides(space)), table.values[t]
+        )
+        for t in outputs
+    ]
+    return kir.Epilogue(table.loads, lets, stores, [node_ref(n) for n in members])
+
+
+def _result_buffer(ctx: Context, anchor: Node, outputs: list[Tensor]) -> str:
+    """Where BLAS writes: the anchor's own output if it is kept, else the group's output
+    of the anchor's shape and dtype (the epilogue then rewrites it in place)."""
+    target = anchor.outputs[0]
+    if target in outputs:
+        return ctx.buffer_of(target)
+    for t in outputs:
+        if tuple(t.shape) == tuple(target.shape) and t.dtype == target.dtype:
+            return ctx.buffer_of(t)
+    raise Unsupported("no output of the GEMM's shape and dtype to accumulate into")
+
+
+def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Gemm:
+    anchor, members = nodes[0], nodes[1:]
+    if anchor.op_type == "MatMul":
+        a, b = anchor.inputs
+        trans_a = trans_b = False
+        alpha, bias = 1.0, None
+    elif anchor.op_type == "Gemm":
+        a, b = anchor.inputs[:2]
+        trans_a, trans_b = anchor.attrs["transA"], anchor.attrs["transB"]
+        alpha = anchor.attrs["alpha"]
+        bias = anchor.inputs[2] if len(anchor.inputs) > 2 else None
+    else:
+        raise Unsupported(f"{anchor.op_type} is not a GEMM")
+    out = anchor.outputs[0]
+    dtype = out.dtype
+    if dtype not in BLAS_DTYPES or a.dtype != dtype or b.dtype != dtype:
+        raise Unsupported(f"GEMM in {dtype}")
+    a_shape = (1, *a.shape) if len(a.shape) == 1 else tuple(a.shape)
+    b_shape = (*b.shape, 1) if len(b.shape) == 1 else tuple(b.shape)
+    m = a_shape[-1] if trans_a else a_shape[-2]
+    k = a_shape[-2] if trans_a else a_shape[-1]
+    n = b_shape[-2] if trans_b else b_shape[-1]
+    batch = _batch_shape(a_shape, b_shape)
+    space = (*batch, m, n)
+    acc = E.var("acc")
+    anchor_value = acc
+    extra = {}
+    if bias is not None:
+        extra["bias"] = kir.Access(
+            ctx.buffer_of(bias), bias.dtype, 0, broadcast_strides(tuple(bias.shape), space)
+        )
+        anchor_value = acc + E.const(float(anchor.attrs["beta"])) * E.var("bias")
+    epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
+    target = _result_buffer(ctx, anchor, outputs)
+    out_strides = tuple(s * m * n for s in contiguous_strides(batch))
+    return kir.Gemm(
+        kernel_name(ctx, nodes),
+        [node_ref(x) for x in nodes],
+        dtype,
+        batch,
+        _batch_access(ctx, a, a_shape, batch),
+        _batch_access(ctx, b, b_shape, batch),
+        kir.Access(target, dtype, 0, out_strides),
+        m,
+        n,
+        k,
+        trans_a,
+        trans_b,
+        a_shape[-1],
+        b_shape[-1],
+        float(alpha),
+        _unless_trivial(epilogue, target),
+        space,
+    )
+
+
+def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:
+    """None for an epilogue that would only store `acc` back where BLAS wrote it."""
+    only_store = len(epilogue.stores) == 1 and epilogue.stores[0].access.buffer == target
+    plain = only_store and not epilogue.lets and not epilogue.loads
+    return None if plain and epilogue.stores[0].value.op == "var" else epilogue
+
+
+def _batch_shape(a_shape, b_shape) -> tuple[int, ...]:
+    from mdsl.ops.shape_rules import broadcast_shapes
+
+    return tuple(broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+
+
+def _batch_access(ctx: Context, t: Tensor, shape, batch) -> kir.Access:
+    matrix = shape[-1] * shape[-2]
+    own = broadcast_strides(tuple(shape[:-2]), batch)
+    return kir.Access(ctx.buffer_of(t), t.dtype, 0, tuple(s * matrix for s in own))
+
+
+def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Conv:
+    anchor, members = nodes[0], nodes[1:]
+    x, w = anchor.inputs[:2]
+    bias = anchor.inputs[2] if len(anchor.inputs) > 2 else None
+    out = anchor.outputs[0]
+    if len(x.shape) != 4 or out.dtype != DType.float32 or x.dtype != DType.float32:
+        raise Unsupported("only 2-D float32 convolution is generated")
+    if any(t.type.storage_format not in (None,) for t in (x, out)):
+        raise Unsupported("stored layouts")
+    attrs = anchor.attrs
+    window = make_window(
+        tuple(w.shape[2:]), attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
+    )
+    pad = concrete_padding(window, tuple(x.shape[2:]))
+    n, c, h, wi = x.shape
+    cout, cg, kh, kw = w.shape
+    oh, ow = out.shape[2:]
+    group = attrs["group"]
+    space = tuple(out.shape)
+    acc = E.var("acc")
+    extra = {}
+    anchor_value = acc
+    if bias is not None:
+        extra["bias"] = kir.Access(ctx.buffer_of(bias), bias.dtype, 0, (0, 1, 0, 0))
+        anchor_value = acc + E.var("bias")
+    epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
+    target = _result_buffer(ctx, anchor, outputs)
+    pointwise_1x1 = (
+        (kh, kw) == (1, 1) and window.strides == (1, 1) and not any(pad.begins + pad.ends)
+    )
+    scratch_elems = 0 if pointwise_1x1 else cg * kh * kw * oh * ow
+    conv = kir.Conv(
+        kernel_name(ctx, nodes),
+        [node_ref(x_) for x_ in nodes],
+        DType.float32,
+        ctx.buffer_of(x),
+        ctx.buffer_of(w),
+        target,
+        n,
+        c,
+        h,
+        wi,
+        cout,
+        kh,
+        kw,
+        oh,
+        ow,
+        tuple(window.strides),
+        tuple(pad.begins),
+        tuple(window.dilations),
+        group,
+        ctx.scratch(scratch_elems, DType.float32) if scratch_elems else "",
+        scratch_elems,
+        _unless_trivial(epilogue, target),
+        space,
+    )
+    return conv
+
+
+def lower_pool(ctx: Context, node: Node) -> kir.Pool:
+    x, out = node.inputs[0], node.outputs[0]
+    if len(x.shape) != 4 or x.dtype != DType.float32 or x.type.storage_format is not None:
+        raise Unsupported("only 2-D float32 pooling is generated")
+    attrs = node.attrs
+    window = make_window(
+        attrs["kernel_shape"],
+        attrs["strides"],
+        attrs["dilations"],
+        attrs["pads"],
+        attrs["auto_pad"],
+        attrs["ceil_mode"],
+    )
+    pad = concrete_padding(window, tuple(x.shape[2:]))
+    return kir.Pool(
+        kernel_name(ctx, [node]),
+        [node_ref(node)],
+        x.dtype,
+        "max" if node.op_type == "MaxPool" else "avg",
+        ctx.buffer_of(x),
+        ctx.buffer_of(out),
+        x.shape[0],
+        x.shape[1],
+        tuple(x.shape[2:]),
+        tuple(out.shape[2:]),
+        tuple(window.kernel),
+        tuple(window.strides),
+        tuple(pad.begins),
+        tuple(window.dilations),
+        bool(attrs.get("count_include_pad", False)),
+    )

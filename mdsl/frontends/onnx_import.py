@@ -1,0 +1,598 @@
+"""ONNX import: a ModelProto (file, bytes or object) becomes an mdsl Graph.
+
+What the importer guarantees:
+
+- Opsets 9 to the newest the installed `onnx` knows. Initializers and Constant nodes
+  become `Const` nodes; `dim_param`s become symbolic dims (an unnamed unknown dim gets a
+  fresh symbol); initializers listed as graph inputs (old IR versions) are constants.
+- Node names keep their scope structure: `/encoder/layer.0/attention/MatMul` is node
+  `MatMul` in layer `encoder/layer.0/attention`.
+- Inputs ONNX passes as tensors but mdsl holds as attributes (Reshape's shape, Slice's
+  starts, ...) must be compile-time values: initializers, Constant nodes, or anything
+  computed from them and from the static or symbolic shapes of tensors (the
+  Shape -> Gather -> Concat chains exporters write). Such values are computed at import
+  time (with ONNX's reference implementation, or symbolically when they involve
+  symbolic dims) and the nodes computing them only reach the graph if a run-time tensor
+  needs them.
+- Ops mdsl lacks are reported together: one `GraphError` listing every unsupported op
+  type with its count (and any unsupported dtype or opset), never a partial graph.
+- A malformed file gets an `MdslError`, never a crash.
+
+Names: ONNX value and node names may contain ':'; mdsl names may not, so ':' becomes
+'_' (`input:0` is fed as `input_0`); see `mdsl_name`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mdsl.builder.apply import apply_op
+from mdsl.frontends import onnx_rules
+from mdsl.frontends.onnx_ops import (
+    ANY,
+    MAPPINGS,
+    MDSL_DOMAIN,
+    OLDEST_OPSET,
+    ONNX_DOMAINS,
+    OpMapping,
+    dtype_from_onnx,
+    onnx_type_name,
+)
+from mdsl.frontends.onnx_values import (
+    array_from_tensor_proto,
+    attr_from_array,
+    attr_value,
+    evaluate_node,
+    shape_value,
+)
+from mdsl.ir import context
+from mdsl.ir.dim import Dim
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import GraphError, MdslError
+from mdsl.ir.graph import CONST, Graph, Layer, Tensor
+from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.registry import get_op, has_op
+
+_RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
+)
+
+
+def load(model, *, name: str | None = None) -> Graph:
+    """Import an ONNX model (a path, serialized bytes or a `onnx.ModelProto`) as a Graph.
+
+    >>> import onnx, onnx.helper as oh, mdsl
+    >>> node = oh.make_node("Relu", ["x"], ["y"], name="/block/act/Relu")
+    >>> graph = oh.make_graph([node], "tiny",
+    ...     [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4])],
+    ...     [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4])])
+    >>> g = mdsl.frontends.onnx.load(oh.make_model(graph))
+    >>> [n.name for n in g.nodes], g.inputs["x"].shape
+    (['x', 'block/act/Relu', 'Output_y'], (Dim('N'), 4))
+    """
+    proto, label = read_model(model)
+    return import_model(proto, name=name, label=label)
+
+
+def read_model(model):
+    """(ModelProto, label for messages) from a path, bytes or ModelProto."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "model"
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            return onnx.load_model_from_string(bytes(model)), "model"
+        except (DecodeError, ValueError, RuntimeError) as e:
+            raise GraphError(f"not a valid ONNX model ({type(e).__name__}: {e})") from None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise GraphError(f"no ONNX file at {path!r}")
+        try:
+            return onnx.load(path), os.path.basename(path)
+        except (DecodeError, ValueError, RuntimeError, OSError) as e:
+            raise GraphError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
+    raise GraphError(
+        f"load() takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
+    )
+
+
+def import_model(proto, *, name: str | None = None, label: str = "model") -> Graph:
+    """Import a ModelProto; every failure is an MdslError (see `load`)."""
+    try:
+        proto = _inline_functions(proto)
+        opset = _check_opset(proto)
+        nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
+        _preflight(proto, nodes, opset)
+        return _Importer(proto, nodes, label).build(name or proto.graph.name or "onnx_model")
+    except MdslError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
+        raise GraphError(f"{label}: malformed ONNX model ({type(e).__name__}: {e})") from e
+
+
+def mdsl_name(onnx_name: str) -> str:
+    """The mdsl name of an ONNX input/output/value name (':' is reserved in mdsl)."""
+    return onnx_name.replace(":", "_")
+
+
+# -- reading the model --------------------------------------------------------------------
+@dataclass
+class OnnxNode:
+    """One ONNX node with decoded attributes and the opset of its domain."""
+
+    proto: object
+    op_type: str
+    domain: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict
+    opset: int
+
+    @staticmethod
+    def of(proto, opsets: dict[str, int]) -> OnnxNode:
+        from onnx import helper
+
+        domain = proto.domain or ""
+        attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        return OnnxNode(
+            proto,
+            proto.op_type,
+            domain,
+            proto.name,
+            list(proto.input),
+            list(proto.output),
+            attrs,
+            opsets.get("" if domain in ONNX_DOMAINS else domain, 1),
+        )
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.domain in ONNX_DOMAINS
+
+    @property
+    def has_subgraph(self) -> bool:
+        return any(type(v).__name__ == "GraphProto" for v in self.attrs.values())
+
+    def describe(self) -> str:
+        return f"{self.name or '(unnamed)'} ({self.op_type})"
+
+
+def _inline_functions(proto):
+    if not proto.functions:
+        return proto
+    from onnx import inliner
+
+    return inliner.inline_local_functions(proto)
+
+
+def _check_opset(proto) -> dict[str, int]:
+    import onnx
+
+    opsets = {("" if o.domain in ONNX_DOMAINS else o.domain): int(o.version) for o in proto.opset_import}
+    if "" not in opsets:
+        if not proto.opset_import:
+            raise GraphError("the model declares no opset_import; is it an ONNX model?")
+        opsets[""] = OLDEST_OPSET
+    newest = onnx.defs.onnx_opset_version()
+    if not OLDEST_OPSET <= opsets[""] <= newest:
+        raise GraphError(
+            f"ONNX opset {opsets['']} is outside what mdsl imports ({OLDEST_OPSET} to "
+            f"{newest}); convert the model with onnx.version_converter first"
+        )
+    return opsets
+
+
+def is_supported(node: OnnxNode) -> bool:
+    """Whether the importer has a rule or a mapping for this node's op."""
+    if node.op_type == "Constant" and node.is_onnx:
+        return True
+    if node.domain == MDSL_DOMAIN:
+        return has_op(node.op_type)
+    if not node.is_onnx:
+        return False
+    return node.op_type in onnx_rules.RULES or node.op_type in MAPPINGS
+
+
+def _preflight(proto, nodes: list[OnnxNode], opsets) -> None:
+    """One GraphError naming every unsupported op type (with counts) and dtype."""
+    compile_time = {i.name for i in proto.graph.initializer}
+    unsupported: Counter = Counter()
+    for node in nodes:
+        if is_compile_time(node, compile_time):
+            compile_time.update(o for o in node.outputs if o)
+        if not is_supported(node) and not (
+            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
+        ):
+            key = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
+            unsupported[key] += 1
+    problems = []
+    if unsupported:
+        listed = ", ".join(f"{op} ({n})" for op, n in sorted(unsupported.items()))
+        problems.append(f"unsupported op types: {listed}")
+    bad_types = _unsupported_value_types(proto)
+    if bad_types:
+        problems.append(f"unsupported types: {', '.join(bad_types)}")
+    if problems:
+        raise GraphError("cannot import the model: " + "; ".join(problems))
+
+
+def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
+    """Whether `node`'s outputs can be computed at import time given the `known` values."""
+    if node.op_type in ("Constant", "Shape", "Size") and node.is_onnx:
+        return True
+    return (
+        node.is_onnx
+        and node.op_type not in _RANDOM_OPS
+        and not node.has_subgraph
+        and _all_known(node, known)
+    )
+
+
+def _all_known(node: OnnxNode, known: set[str]) -> bool:
+    present = [i for i in node.inputs if i]
+    return bool(present) and all(i in known for i in present)
+
+
+def _unsupported_value_types(proto) -> list[str]:
+    found = []
+    inits = {i.name for i in proto.graph.initializer}
+    for vi in list(proto.graph.input) + list(proto.graph.output):
+        if vi.name in inits:
+            continue
+        kind = vi.type.WhichOneof("value")
+        if kind != "tensor_type":
+            found.append(f"{vi.name}: {kind or 'no type'}")
+        elif dtype_from_onnx(vi.type.tensor_type.elem_type) is None:
+            found.append(f"{vi.name}: {onnx_type_name(vi.type.tensor_type.elem_type)}")
+    for init in proto.graph.initializer:
+        if dtype_from_onnx(init.data_type) is None:
+            found.append(f"initializer {init.name}: {onnx_type_name(init.data_type)}")
+    return found
+
+
+# -- building -------------------------------------------------------------------------------
+@dataclass
+class _Value:
+    """What the importer knows of one ONNX value."""
+
+    tensor: Tensor | None = None
+    const: np.ndarray | None = None  # a compile-time value (object dtype: holds Dims)
+    producer: OnnxNode | None = None  # computes it at compile time, imported on demand
+    constant_node: OnnxNode | None = None  # the Constant node, for its Const's name
+    evaluated: bool = False
+
+
+@dataclass
+class _Importer:
+    proto: object
+    nodes: list[OnnxNode]
+    label: str
+    values: dict[str, _Value] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    graph: Graph | None = None
+    _imported: set[int] = field(default_factory=set)
+    _symbols: dict[str, Dim] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.used = _used_names(self.proto.graph)
+
+    def build(self, name: str) -> Graph:
+        graph_proto = self.proto.graph
+        with Graph(name) as g:
+            self.graph = g
+            self._declare_inputs(graph_proto)
+            for node in self.nodes:
+                self._visit(node)
+            for out in graph_proto.output:
+                g.output(self.tensor(out.name), mdsl_name(out.name))
+        for node in g:
+            node.source = self.label  # errors after import point at the model file
+        return g
+
+    def _declare_inputs(self, graph_proto) -> None:
+        for init in graph_proto.initializer:
+            self.values[init.name] = _Value(const=array_from_tensor_proto(init))
+        for vi in graph_proto.input:
+            if vi.name in self.values:
+                continue  # an initializer listed as an input (IR < 4): a constant
+            tt = vi.type.tensor_type
+            shape = self._input_shape(vi.name, tt)
+            dtype = dtype_from_onnx(tt.elem_type)
+            tensor = self.graph.input(mdsl_name(vi.name), shape, dtype)
+            self.values[vi.name] = _Value(tensor=tensor)
+
+    def _input_shape(self, name: str, tt) -> tuple:
+        if not tt.HasField("shape"):
+            raise GraphError(f"input {name!r} has no shape (not even a rank); mdsl needs one")
+        return tuple(self._dim(d, name, axis) for axis, d in enumerate(tt.shape.dim))
+
+    def _dim(self, d, name: str, axis: int):
+        if d.HasField("dim_value"):
+            return int(d.dim_value)
+        param = d.dim_param if d.HasField("dim_param") and d.dim_param else f"{name}_{axis}"
+        symbol = _identifier(param)
+        return self._symbols.setdefault(symbol, Dim(symbol))
+
+    # -- values ---------------------------------------------------------------------------
+    def _visit(self, node: OnnxNode) -> None:
+        if node.op_type == "Constant" and node.is_onnx:
+            value = onnx_rules.constant_value(node)
+            self.values[node.outputs[0]] = _Value(const=value, constant_node=node)
+        elif is_compile_time(node, self._known_names()):
+            for i, out in enumerate(node.outputs):
+                if out:
+                    self.values[out] = _Value(producer=node)
+        else:
+            self.import_node(node)
+
+    def _known_names(self) -> _KnownNames:
+        return _KnownNames(self.values)
+
+    def has_value(self, name: str) -> bool:
+        return bool(name) and name in self.values
+
+    def value(self, name: str) -> np.ndarray | None:
+        """The compile-time value of `name`, or None if only run time knows it."""
+        v = self._entry(name)
+        if v.const is None and v.producer is not None and not v.evaluated:
+            self._evaluate(v.producer)
+        return v.const
+
+    def _evaluate(self, node: OnnxNode) -> None:
+        if node.op_type in ("Shape", "Size"):
+            results = [shape_value(node, self.type_of(node.inputs[0]))]
+        else:
+            args = [self.value(i) if i else None for i in node.inputs]
+            if any(a is None for a, i in zip(args, node.inputs) if i):
+                results = None
+            else:
+                results = evaluate_node(node, args)
+        for i, out in enumerate(node.outputs):
+            if out and out in self.values:
+                entry = self.values[out]
+                entry.evaluated = True
+                if results is not None and i < len(results):
+                    entry.const = results[i]
+
+    def tensor(self, name: str) -> Tensor:
+        """The run-time tensor of `name` (a Const, or the import of its producer)."""
+        v = self._entry(name)
+        if v.tensor is not None:
+            return v.tensor
+        if v.producer is not None:
+            self.import_node(v.producer)
+        else:
+            v.tensor = self._const_node(name, v)
+        return v.tensor
+
+    def type_of(self, name: str) -> TensorType:
+        v = self._entry(name)
+        if v.tensor is not None:
+            return v.tensor.type
+        value = self.value(name)
+        if value is not None:
+            dtype = DType.int64 if value.dtype == object else DType.of(value.dtype)
+            return TensorType(value.shape, dtype)
+        return self.tensor(name).type
+
+    def _entry(self, name: str) -> _Value:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise GraphError(f"value {name!r} is used before any node produces it") from None
+
+    def _const_node(self, name: str, v: _Value) -> Tensor:
+        value = v.const
+        if value.dtype == object:
+            raise GraphError(f"value {name!r} holds symbolic dims and no run-time producer")
+        try:
+            dtype = DType.of(value.dtype)
+        except MdslError:
+            raise GraphError(f"constant {name!r} has dtype {value.dtype}, which mdsl lacks") from None
+        owner = v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
+        layer, leaf = split_scope(owner)
+        self._ensure_layers(layer)
+        node = self.graph._new_node(
+            CONST,
+            [],
+            {"value": value},
+            name=leaf,
+            types=[TensorType(value.shape, dtype)],
+            source=self.label,
+            layer_path="/".join(layer),
+        )
+        return node.outputs[0]
+
+    # -- nodes --------------------------------------------------------------------------
+    def import_node(self, node: OnnxNode) -> None:
+        if id(node) in self._imported:
+            return
+        self._imported.add(id(node))
+        try:
+            outputs = self._run_rule(node)
+        except MdslError as e:
+            raise e.with_context(node=node.name or None, op_type=node.op_type) from None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise GraphError(
+                f"could not import ({type(e).__name__}: {e})",
+                node=node.name or None,
+                op_type=node.op_type,
+            ) from e
+        self._bind_outputs(node, outputs)
+
+    def _run_rule(self, node: OnnxNode) -> list:
+        if node.domain == MDSL_DOMAIN:
+            return onnx_rules.import_mdsl_op(self, node)
+        rule = onnx_rules.RULES.get(node.op_type)
+        if rule is not None:
+            return rule(self, node)
+        if node.op_type not in MAPPINGS:
+            raise GraphError("mdsl has no such op, and its value is not known at import time")
+        return import_mapped(self, node, MAPPINGS[node.op_type])
+
+    def _bind_outputs(self, node: OnnxNode, outputs) -> None:
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        for i, out in enumerate(node.outputs):
+            if not out:
+                continue
+            tensor = outputs[i] if i < len(outputs) else None
+            if tensor is None:
+                if out in self.used:
+                    raise GraphError(
+                        f"output {i} ({out!r}) is used, but mdsl's {node.op_type} does not "
+                        "produce it (only inference outputs are supported)",
+                        node=node.name or None,
+                        op_type=node.op_type,
+                    )
+                continue
+            entry = self.values.setdefault(out, _Value())
+            entry.tensor = tensor
+
+    def emit(self, op_type: str, inputs: list, attrs: dict, name: str | None = None) -> list:
+        """Record an mdsl node of `op_type` (a variadic slot takes the remaining inputs)."""
+        opdef = get_op(op_type)
+        grouped: list = []
+        for i, slot in enumerate(opdef.inputs):
+            if slot.variadic:
+                grouped.append([t for t in inputs[i:] if t is not None])
+                break
+            grouped.append(inputs[i] if i < len(inputs) else None)
+        extra = [t for t in inputs[len(grouped) :] if t is not None]
+        if extra and not opdef.inputs[-1].variadic:
+            raise GraphError(f"{len(inputs)} inputs given, mdsl's {op_type} takes {len(grouped)}")
+        out = apply_op(opdef, grouped, attrs, name)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    @contextlib.contextmanager
+    def scope_of(self, node: OnnxNode, *, composite: bool = False) -> Iterator[str | None]:
+        """Build inside `node`'s layer; yields the leaf name for its (main) mdsl node.
+
+        A `composite` node (one ONNX op spelled as several mdsl ops) gets its own layer
+        named after it, holding all its nodes.
+        """
+        layer, leaf = split_scope(node.name or node.op_type)
+        if composite:
+            path = self.graph.layer_names.unique("/".join((*layer, leaf)))
+            layer, leaf = tuple(path.split("/")), None
+        elif not node.name:
+            leaf = None  # an unnamed node gets mdsl's default name: its op type
+        self._ensure_layers(layer)
+        token = context.scope_path.set(layer)
+        try:
+            yield leaf
+        finally:
+            context.scope_path.reset(token)
+
+    def _ensure_layers(self, layer: tuple[str, ...]) -> None:
+        for depth in range(1, len(layer) + 1):
+            path = "/".join(layer[:depth])
+            if path not in self.graph.layers:
+                self.graph.layers[path] = Layer(path, "")
+                self.graph.layer_names.reserve(path)
+
+    # -- helpers for rules ---------------------------------------------------------------
+    def input_tensor(self, node: OnnxNode, index: int) -> Tensor | None:
+        name = node.inputs[index] if index < len(node.inputs) else ""
+        return self.tensor(name) if name else None
+
+    def constant_input(self, node: OnnxNode, index: int, what: str) -> np.ndarray | None:
+        """The compile-time value of input `index`, None if absent; GraphError if it is
+        only known at run time."""
+        name = node.inputs[index] if index < len(node.inputs) else ""
+        if not name:
+            return None
+        value = self.value(name)
+        if value is None:
+            raise GraphError(
+                f"input {index} ({what}) must be known at import time: mdsl holds it as an "
+                f"attribute, but {name!r} is computed at run time"
+            )
+        return value
+
+
+class _KnownNames:
+    """`name in known`: the value has a compile-time form (constant or deferred)."""
+
+    def __init__(self, values: dict[str, _Value]):
+        self._values = values
+
+    def __contains__(self, name: str) -> bool:
+        v = self._values.get(name)
+        return v is not None and (v.const is not None or v.producer is not None)
+
+
+def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
+    """Import a node through its table entry: attrs converted, constant inputs folded
+    into attrs, the remaining inputs passed in order."""
+    opdef = get_op(mapping.mdsl_type)
+    attrs = convert_attrs(node, opdef, mapping)
+    attr_inputs = mapping.attr_inputs_at(node.opset)
+    for index, spec in attr_inputs.items():
+        value = ctx.constant_input(node, index, spec.attr)
+        if value is not None:
+            attrs[spec.attr] = attr_from_array(value, opdef.attrs[spec.attr].kind, spec.attr)
+    inputs = [
+        ctx.input_tensor(node, i) for i in range(len(node.inputs)) if i not in attr_inputs
+    ]
+    with ctx.scope_of(node) as leaf:
+        return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+
+
+def convert_attrs(node: OnnxNode, opdef, mapping: OpMapping | None) -> dict:
+    """ONNX attributes as mdsl attrs (ints 0/1 -> bools, element types -> dtypes, ...)."""
+    renames = mapping.attr_renames_at(node.opset) if mapping is not None else {}
+    ignored = dict(mapping.ignored) if mapping is not None else {}
+    out = {}
+    for key, value in node.attrs.items():
+        target = renames.get(key, key)
+        if target in opdef.attrs:
+            out[target] = attr_value(value, opdef.attrs[target].kind, key)
+        elif key in ignored and (ignored[key] is ANY or value == ignored[key]):
+            continue
+        else:
+            raise GraphError(
+                f"attribute {key}={_short(value)} is not supported by mdsl's {opdef.op_type}"
+            )
+    return out
+
+
+def _short(value) -> str:
+    text = repr(value.decode() if isinstance(value, bytes) else value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+def split_scope(onnx_name: str) -> tuple[tuple[str, ...], str]:
+    """`/encoder/layer.0/MatMul` -> (("encoder", "layer.0"), "MatMul")."""
+    parts = [p for p in mdsl_name(onnx_name).split("/") if p]
+    if not parts:
+        return (), "node"
+    return tuple(parts[:-1]), parts[-1]
+
+
+def _identifier(text: str) -> str:
+    ident = re.sub(r"\W", "_", text)
+    return ident if re.match(r"[A-Za-z_]", ident) else f"d_{ident}"
+
+
+def _used_names(graph_proto) -> set[str]:
+    """Every value name some node (in any subgraph) reads, and the graph outputs."""
+    used = {o.name for o in graph_proto.output}
+    stack = [graph_proto]
+    while stack:
+        g = stack.pop()
+        for node in g.node:
+            used.update(i for i in node.input if i)
+            for attr in node.attribute:
+                stack.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+    return used

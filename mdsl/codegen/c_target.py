@@ -299,9 +299,7 @@ def _row_loop(
 def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
     if isinstance(phase, kir.Let):
         loads = _scalar_loads(k, phase.value, bases)
-        return loads + [
-            f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};"
-        ]
+        return [*loads, f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};"]
     used = [v for v in E.variables(phase.value) if v in k.loads]
     if isinstance(phase, kir.Reduce):
         t = compute_type(phase.dtype)
@@ -337,7 +335,7 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
     if isinstance(phase, kir.Store):
         loads = _scalar_loads(k, phase.value, bases)
         value = r.render(phase.value, compute_type(phase.access.dtype))
-        return loads + [_store(phase.access, bases[id(phase.access)], value)]
+        return [*loads, _store(phase.access, bases[id(phase.access)], value)]
     raise TypeError(f"unknown phase {phase!r}")
 
 
@@ -397,7 +395,7 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
         f"{k.out.buffer} + {oc} + m0 * {k.n}, {k.n});"
     )
     if k.epilogue is not None:
-        idx = bvars + ["i", "jn"]
+        idx = [*bvars, "i", "jn"]
         acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, k.dtype)
         lines.append(f"{pad}{INDENT}#pragma omp parallel for if(mb * {k.n} > MDSL_PAR_MIN)")

@@ -125,7 +125,7 @@ def _toposort(groups, group_of, position) -> list[_Group]:
     heapq.heapify(ready)
     order = []
     while ready:
-        _, i, grp = heapq.heappop(ready)
+        _, _i, grp = heapq.heappop(ready)
         order.append(grp)
         for user in users[id(grp)]:
             deps[id(user)].discard(id(grp))

@@ -290,9 +290,14 @@ def infer_node_types(node) -> list:
     """Re-infer a built node's output types (the verifier's type rule).
 
     Attrs are validated first: a node read from a file or edited by hand may hold any.
+    An op whose types follow from its subgraphs (If, While) gives a node-level rule as
+    `extra["infer_node"](node, attrs)`.
     """
     opdef = get_op(node.op_type)
     attrs = opdef.check_attrs(node.attrs)
+    infer_node = opdef.extra.get("infer_node")
+    if infer_node is not None:
+        return infer_node(node, attrs)
     return opdef.infer_types([None if t is None else t.type for t in node.inputs], attrs)
 
 

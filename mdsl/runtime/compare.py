@@ -235,12 +235,20 @@ def compare(
     rtol: float = 1e-3,
     atol: float = 1e-5,
     reference_dtype=None,
-) -> CompareReport:
+    *,
+    bisect: bool = False,
+    opt_level: int = 2,
+):
     """Run `g` on `feeds` with `backend` and with `reference`, and compare every tensor.
 
     A tensor passes when every element satisfies |got - want| <= atol + rtol * |want|
     (NaNs must coincide, infinities must be equal). Relative errors are elementwise,
     |got - want| / |want| (inf where want is 0 and got is not).
+
+    `bisect=True` instead replays `mdsl.optimize(g, opt_level)` one pass at a time and
+    returns a `mdsl.tools.bisection.BisectReport` naming the first pass after which the
+    outputs differ (same `ok`, `first_mismatch`, `table()`, `to_markdown()`); see
+    `mdsl.bisect`.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph("cancel") as g:
@@ -251,6 +259,13 @@ def compare(
     >>> rep.ok, rep.first_mismatch.node
     (False, 'Sub')
     """
+    if bisect:
+        from mdsl.tools.bisection import bisect as bisect_passes
+
+        return bisect_passes(
+            g, feeds, opt_level, backend=backend, reference=reference, rtol=rtol, atol=atol,
+            reference_dtype=reference_dtype,
+        )
     run_backend, run_reference = _runner(backend), _runner(reference)
     target = None if reference_dtype is None else _promotion_target(reference_dtype)
     got = _run("backend", backend, run_backend, g, feeds)

@@ -198,17 +198,28 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
     return _loop_nest([d for d, _ in dims], idx, body, math.prod(k.shape))
 
 
+PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no OpenMP entry cost)
+
+
+def _parallel(work: int, clause: str = "parallel for") -> str:
+    """An OpenMP pragma for a loop doing `work` element operations; small loops get none
+    (entering a parallel region costs microseconds even when it runs on one thread)."""
+    return f"#pragma omp {clause}" if work > PARALLEL_MIN else ""
+
+
 def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
     lines = []
     depth = len(sizes)
     for level, (size, var) in enumerate(zip(sizes, idx)):
         pad = INDENT * (level + 1)
         if level == 0 and depth == 1:
-            lines.append(f"{pad}#pragma omp parallel for simd if({total} > MDSL_PAR_MIN)")
+            pragma = _parallel(total, "parallel for simd") or "#pragma omp simd"
         elif level == 0:
-            lines.append(f"{pad}#pragma omp parallel for if({total} > MDSL_PAR_MIN)")
-        elif level == depth - 1:
-            lines.append(f"{pad}#pragma omp simd")
+            pragma = _parallel(total)
+        else:
+            pragma = "#pragma omp simd" if level == depth - 1 else ""
+        if pragma:
+            lines.append(pad + pragma)
         lines.append(f"{pad}for (int64_t {var} = 0; {var} < {size}; {var}++) {{")
     pad = INDENT * (depth + 1)
     lines += [pad + line for line in body]
@@ -227,7 +238,8 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
     lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
     types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
     r = CExprRenderer(types)
-    lines = [f"{INDENT}#pragma omp parallel for if({k.outer_size * k.row_size} > MDSL_PAR_MIN)"]
+    pragma = _parallel(k.outer_size * k.row_size) if k.outer_size > 1 else ""
+    lines = [INDENT + pragma] if pragma else []
     lines.append(f"{INDENT}for (int64_t o = 0; o < {k.outer_size}; o++) {{")
     body = _decompose("o", "o", k.outer_shape)
     row_accesses = list(k.loads.values()) + [
@@ -299,7 +311,10 @@ def _row_loop(
 def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
     if isinstance(phase, kir.Let):
         loads = _scalar_loads(k, phase.value, bases)
-        return [*loads, f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};"]
+        return [
+            *loads,
+            f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};",
+        ]
     used = [v for v in E.variables(phase.value) if v in k.loads]
     if isinstance(phase, kir.Reduce):
         t = compute_type(phase.dtype)
@@ -398,7 +413,8 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
         idx = [*bvars, "i", "jn"]
         acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, k.dtype)
-        lines.append(f"{pad}{INDENT}#pragma omp parallel for if(mb * {k.n} > MDSL_PAR_MIN)")
+        if _parallel(min(k.m, 256) * k.n):
+            lines.append(f"{pad}{INDENT}{_parallel(min(k.m, 256) * k.n)}")
         lines.append(f"{pad}{INDENT}for (int64_t i = m0; i < m0 + mb; i++) {{")
         lines.append(f"{pad}{INDENT * 2}#pragma omp simd")
         lines.append(f"{pad}{INDENT * 2}for (int64_t jn = 0; jn < {k.n}; jn++) {{")
@@ -424,7 +440,7 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
     lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
     if k.scratch:
         lines += [
-            f"{INDENT * 2}#pragma omp parallel for if({kdim * ohw} > MDSL_PAR_MIN)",
+            f"{INDENT * 2}{_parallel(kdim * ohw) or '/* small: one thread */'}",
             f"{INDENT * 2}for (int64_t row = 0; row < {kdim}; row++) {{",
             f"{INDENT * 3}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
             f"{INDENT * 3}float *col = {k.scratch} + row * {ohw};",
@@ -450,7 +466,7 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
         acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
         lines += [
-            f"{INDENT}#pragma omp parallel for if({k.cout * ohw} > MDSL_PAR_MIN)",
+            f"{INDENT}{_parallel(k.cout * ohw) or '/* small: one thread */'}",
             f"{INDENT}for (int64_t co = 0; co < {k.cout}; co++) {{",
             f"{INDENT * 2}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
             f"{INDENT * 3}#pragma omp simd",
@@ -475,7 +491,7 @@ def _pool_body(plan: Plan, k: kir.Pool) -> str:
     else:
         result = "acc / (float)count"
     lines = [
-        f"#pragma omp parallel for if({k.n * k.c * oh * ow} > MDSL_PAR_MIN)",
+        _parallel(k.n * k.c * oh * ow * kh * kw) or "/* small: one thread */",
         f"for (int64_t nc = 0; nc < {k.n * k.c}; nc++) {{",
         f"{INDENT}const float *x = {k.x} + nc * {h * w};",
         f"{INDENT}for (int64_t oy = 0; oy < {oh}; oy++) {{",

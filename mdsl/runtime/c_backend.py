@@ -77,8 +77,12 @@ class CVariant:
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
-        self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
+        outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
+        self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
         self._arena_size = self.plan.memory.arena_bytes + ALIGN
+        self._thread_state: dict[int, tuple] = {}
+        self._arena_owners: list[np.ndarray] = []
+        self._mdsl_run = self.lib.mdsl_run
 
     def kernel_infos(self) -> list[KernelInfo]:
         from mdsl.codegen.c_target import _KIND
@@ -90,31 +94,43 @@ class CVariant:
 
     # -- one run ---------------------------------------------------------------------------------
     def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        inputs = [np.ascontiguousarray(env[name]) for name in self.plan.inputs]
-        outputs = [np.empty(tuple(int(d) for d in t.shape), t.dtype.np) for t in self._outputs]
-        in_ptrs = _FFI.new("void *[]", [_ptr(a) for a in inputs] or [_FFI.NULL])
-        out_ptrs = _FFI.new("void *[]", [_ptr(a) for a in outputs] or [_FFI.NULL])
+        state = self._thread_state.get(threading.get_ident())
+        if state is None:
+            state = self._new_thread_state()
+        in_ptrs, out_ptrs, arena = state
+        for i, name in enumerate(self.plan.inputs):
+            a = env[name]
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+                env = {**env, name: a}  # keep the copy alive for the call
+            in_ptrs[i] = _ptr(a)
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        for i, a in enumerate(outputs):
+            out_ptrs[i] = _ptr(a)
         self._local.error = None
-        status = self.lib.mdsl_run(
-            in_ptrs, out_ptrs, self._const_ptrs, self._arena(), self._callback
-        )
-        error = getattr(self._local, "error", None)
-        if error is not None:
-            raise error
-        if status != 0:
-            raise ExecutionError(
-                f"graph {self.plan.graph.name!r}: the compiled run failed (status {status})"
-            )
+        status = self._mdsl_run(in_ptrs, out_ptrs, self._const_ptrs, arena, self._callback)
+        if status != 0 or self._local.error is not None:
+            self._raise(status)
         return dict(zip(self.plan.outputs, outputs))
 
-    def _arena(self):
-        arena = getattr(self._local, "arena", None)
-        if arena is None:
-            raw = np.empty(self._arena_size, np.uint8)
-            shift = (-raw.ctypes.data) % ALIGN
-            self._local.arena_owner = raw
-            arena = self._local.arena = _FFI.cast("char *", raw.ctypes.data + shift)
-        return arena
+    def _new_thread_state(self):
+        """Pointer tables and an arena owned by the calling thread (calls run concurrently)."""
+        in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
+        out_ptrs = _FFI.new("void *[]", max(1, len(self._output_specs)))
+        raw = np.empty(self._arena_size, np.uint8)
+        arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
+        state = (in_ptrs, out_ptrs, arena)
+        with _LIB_LOCK:
+            self._arena_owners.append(raw)
+            self._thread_state[threading.get_ident()] = state
+        return state
+
+    def _raise(self, status: int):
+        if self._local.error is not None:
+            raise self._local.error
+        raise ExecutionError(
+            f"graph {self.plan.graph.name!r}: the compiled run failed (status {status})"
+        )
 
     # -- Python callbacks -----------------------------------------------------------------------
     def _on_callback(self, index: int, buffers) -> int:
@@ -150,7 +166,10 @@ class CVariant:
 
 
 def _ptr(array: np.ndarray):
-    return _FFI.cast("void *", array.ctypes.data)
+    try:
+        return _FFI.from_buffer(array)
+    except TypeError:  # dtypes without the buffer protocol (bfloat16)
+        return _FFI.cast("void *", array.ctypes.data)
 
 
 def _view(pointer, t) -> np.ndarray:

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 
-.PHONY: demo test bench lint format clean venv
+.PHONY: demo test bench lint format clean venv graphviz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,18 @@ venv: $(STAMP_RUN)
 demo: $(STAMP_RUN)
 	$(PY) examples/demo.py
 
-test: $(STAMP_TEST)
+test: $(STAMP_TEST) graphviz
 	$(PY) -m pytest -n 2 tests
+
+# Graphviz `dot` draws graphs (mdsl.viz.render, `mdsl viz`). Installed with apt-get when
+# missing and possible (root, or password-less sudo); otherwise a warning, and the tests
+# that render pictures skip.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+graphviz:
+	@command -v dot >/dev/null 2>&1 || \
+	  ( command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null ) || \
+	  echo "warning: Graphviz 'dot' is missing and could not be installed; picture tests skip"
 
 bench: $(STAMP_TEST)
 	$(PY) benchmarks/run.py

@@ -10,9 +10,11 @@
 True
 """
 
-from mdsl import expr, ops, passes
+from mdsl import expr, frontends, ops, passes  # frontends loads onnx/torch on first use
 from mdsl.builder import tensor_methods as _tensor_methods  # installs Tensor operators
+from mdsl.builder.control_flow import cond, switch, while_loop
 from mdsl.builder.scopes import device, layer, param, scope
+from mdsl.codegen.emit import emit
 from mdsl.ir import dtype as _dtype
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -35,6 +37,7 @@ from mdsl.passes.manager import optimize
 from mdsl.runtime.compare import compare
 from mdsl.runtime.compile import compile
 from mdsl.runtime.interpreter import interpret
+from mdsl.runtime.saved import load_executable
 from mdsl.tools import viz
 from mdsl.tools.bisection import bisect
 from mdsl.tools.diff import diff

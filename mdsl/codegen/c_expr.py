@@ -84,6 +84,20 @@ class CExprRenderer:
         """C text of `e`; `want` is the type the context expects (for constants)."""
         return self._render(e, want)[0]
 
+    def render_as(self, e: Expr, dtype: DType) -> str:
+        """C text of `e` converted for a slot of `dtype` (a Let or a store): a float value
+        becoming an integer saturates and NaN becomes 0, a value becoming bool tests != 0,
+        as the interpreter's `saturating_astype` does (C leaves float->int out of range
+        undefined)."""
+        target = compute_type(dtype)
+        text = self.render(e, target)
+        source = self.type_of(e)
+        if source is None or not source.is_float or target.is_float:
+            return text
+        if target == DType.bool_:
+            return f"((uint8_t)(({text}) != 0))"
+        return f"mdsl_sat_{C_TYPES[target]}({text})"
+
     def type_of(self, e: Expr) -> DType | None:
         return self._render(e, None)[1]
 

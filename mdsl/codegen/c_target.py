@@ -9,6 +9,7 @@ in comments, through `comment_text`.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jinja2
@@ -16,6 +17,7 @@ import jinja2
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
+from mdsl.codegen.custom_c import render_call_body, render_preamble
 from mdsl.codegen.plan import Plan, kernel_buffers
 from mdsl.codegen.templates import template_dir
 from mdsl.ir.dtype import DType
@@ -30,6 +32,7 @@ def comment_text(text: str) -> str:
     return text[:200]
 
 
+@functools.lru_cache(maxsize=1)  # parsing the templates again costs ~0.1 s per compile
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir("c"))),
@@ -40,12 +43,15 @@ def _env() -> jinja2.Environment:
     )
 
 
-def render_c(plan: Plan) -> str:
-    """The C source of `plan`."""
+def render_c(plan: Plan, *, profile: bool = False) -> str:
+    """The C source of `plan`. With `profile`, the unit also exports `mdsl_run_profile`:
+    `mdsl_run` with one more argument, `double *timings`, where kernel i writes its start
+    (seconds after the call began) at `timings[2 * i]` and its duration at
+    `timings[2 * i + 1]` (CLOCK_MONOTONIC); `mdsl_run` itself is unchanged."""
     env = _env()
     kernel_template = env.get_template("kernel.c.j2")
     kernels, calls = [], []
-    for k in plan.kernels:
+    for step, k in enumerate(plan.kernels):
         params, args = _signature(plan, k)
         body = _BODY[type(k)](plan, k)
         kernels.append(
@@ -57,7 +63,8 @@ def render_c(plan: Plan) -> str:
                 body=body.rstrip("\n"),
             ).rstrip("\n")
         )
-        calls.append(f"if ({k.name}({', '.join(args)})) return 1;")
+        # a failing kernel returns its step + 1, so the caller can name it
+        calls.append(f"if ({k.name}({', '.join(args)})) return {step + 1};")
     return env.get_template("module.c.j2").render(
         graph_name=comment_text(plan.graph.name),
         kernels=kernels,
@@ -67,7 +74,23 @@ def render_c(plan: Plan) -> str:
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.kernels),
         buffer_lines=_buffer_lines(plan),
         call_lines=calls,
+        preamble=render_preamble(plan),
+        profile=profile,
+        profile_call_lines=_timed_calls(calls) if profile else [],
     )
+
+
+def _timed_calls(calls: list[str]) -> list[str]:
+    """`calls` with kernel step i's start offset and duration stored in `timings`."""
+    lines = []
+    for step, call in enumerate(calls):
+        lines += [
+            "mdsl_start = mdsl_clock();",
+            call,
+            f"timings[{2 * step}] = mdsl_start - mdsl_t0; "
+            f"timings[{2 * step + 1}] = mdsl_clock() - mdsl_start;",
+        ]
+    return lines
 
 
 _KIND = {
@@ -77,6 +100,7 @@ _KIND = {
     kir.Conv: "convolution (im2col + GEMM) + epilogue",
     kir.Pool: "pooling",
     kir.Callback: "Python callback",
+    kir.CustomCall: "custom C op",
 }
 
 
@@ -190,10 +214,10 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
         body.append(f"const {_ctype(view.dtype)} {name} = {_load(view, _index(view, idx))};")
     for let in k.lets:
         body.append(
-            f"const {_ctype(let.dtype)} {let.var} = {r.render(let.value, compute_type(let.dtype))};"
+            f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};"
         )
     for store, view in zip(k.stores, views[len(load_names) :]):
-        value = r.render(store.value, compute_type(store.access.dtype))
+        value = r.render_as(store.value, store.access.dtype)
         body.append(_store(view, _index(view, idx), value))
     return _loop_nest([d for d, _ in dims], idx, body, math.prod(k.shape))
 
@@ -231,6 +255,15 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) ->
 # -- rowwise --------------------------------------------------------------------------------------
 _INIT = {"sum": "0", "prod": "1", "max": "-INFINITY", "min": "INFINITY"}
 _OMP_OP = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+# identities of integer max/min in the accumulator's own type (INT64_MIN in an int32 is 0)
+_INT_LIMITS = {
+    DType.bool_: ("0", "1"),
+    DType.int8: ("INT8_MIN", "INT8_MAX"),
+    DType.uint8: ("0", "UINT8_MAX"),
+    DType.int16: ("INT16_MIN", "INT16_MAX"),
+    DType.int32: ("INT32_MIN", "INT32_MAX"),
+    DType.int64: ("INT64_MIN", "INT64_MAX"),
+}
 
 
 def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
@@ -313,7 +346,7 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         loads = _scalar_loads(k, phase.value, bases)
         return [
             *loads,
-            f"const {_ctype(phase.dtype)} {phase.var} = {r.render(phase.value, compute_type(phase.dtype))};",
+            f"const {_ctype(phase.dtype)} {phase.var} = {r.render_as(phase.value, phase.dtype)};",
         ]
     used = [v for v in E.variables(phase.value) if v in k.loads]
     if isinstance(phase, kir.Reduce):
@@ -328,12 +361,12 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         init = (
             _INIT[phase.op]
             if t.is_float or phase.op in ("sum", "prod")
-            else ("INT64_MIN" if phase.op == "max" else "INT64_MAX")
+            else _INT_LIMITS[t][phase.op == "min"]
         )
         head = [f"{C_TYPES[t]} {phase.var} = {init};"]
         return head + _row_loop(k, used, r, bases, row_stride, n_outer, [update], pragma)
     if isinstance(phase, kir.RowStore):
-        value = r.render(phase.value, compute_type(phase.access.dtype))
+        value = r.render_as(phase.value, phase.access.dtype)
         off = _row_offset(k, phase.access, row_stride, n_outer)
         base = bases[id(phase.access)]
         index = f"{base} + {off}" if off else base
@@ -349,7 +382,7 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         )
     if isinstance(phase, kir.Store):
         loads = _scalar_loads(k, phase.value, bases)
-        value = r.render(phase.value, compute_type(phase.access.dtype))
+        value = r.render_as(phase.value, phase.access.dtype)
         return [*loads, _store(phase.access, bases[id(phase.access)], value)]
     raise TypeError(f"unknown phase {phase!r}")
 
@@ -375,14 +408,14 @@ def _epilogue_lines(
         lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, _index(a, idx))};")
     for let in ep.lets:
         lines.append(
-            f"const {_ctype(let.dtype)} {let.var} = {r.render(let.value, compute_type(let.dtype))};"
+            f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};"
         )
     for store in ep.stores:
         lines.append(
             _store(
                 store.access,
                 _index(store.access, idx),
-                r.render(store.value, compute_type(store.access.dtype)),
+                r.render_as(store.value, store.access.dtype),
             )
         )
     return lines
@@ -530,4 +563,5 @@ _BODY = {
     kir.Conv: _conv_body,
     kir.Pool: _pool_body,
     kir.Callback: _callback_body,
+    kir.CustomCall: render_call_body,
 }

@@ -217,4 +217,27 @@ class Callback:
     outputs: list[str]
 
 
-Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback
+@dataclass(slots=True)
+class CustomCall:
+    """A node bound to a user C function (`register_op_impl(op, backend="c", ...)`).
+
+    `function` is the C name the generated unit calls (the user's symbol, prefixed when
+    its source is compiled into the unit); `source`/`library` say where it comes from.
+    Types are (dtype, shape) per tensor, None for an absent optional input; `attrs` are
+    the op's attrs as doubles in prototype order (NaN for non-numeric ones).
+    """
+
+    name: str
+    nodes: list[NodeRef]
+    function: str
+    symbol: str
+    source: str | None
+    library: str | None
+    inputs: list[str | None]  # buffers
+    outputs: list[str]
+    input_types: list[tuple[DType, tuple[int, ...]] | None]
+    output_types: list[tuple[DType, tuple[int, ...]]]
+    attrs: tuple[float, ...]
+
+
+Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback | CustomCall

@@ -162,10 +162,16 @@ def lower_pointwise(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> k
     )
 
 
+def c_word(text: str, limit: int) -> str:
+    """`text` lowered to ASCII letters and digits, for kernel names: op types may be any
+    Python identifier (non-ASCII letters too), C identifiers here are ASCII only."""
+    return "".join(c for c in text.lower() if c.isascii() and c.isalnum())[:limit] or "op"
+
+
 def kernel_name(ctx: Context, nodes: list[Node]) -> str:
     ops = []
     for n in nodes:
-        op = "".join(c for c in n.op_type.lower() if c.isalnum())[:12] or "op"
+        op = c_word(n.op_type, 12)
         if op not in ops:
             ops.append(op)
     return ctx.fresh("k") + "_" + "_".join(ops[:4])
@@ -239,7 +245,7 @@ def _concat_part(ctx, node, index: int) -> kir.Pointwise:
 # -- callbacks ------------------------------------------------------------------------------------
 def lower_callback(ctx: Context, node: Node) -> kir.Callback:
     return kir.Callback(
-        ctx.fresh("k") + "_py_" + node.op_type.lower()[:16],
+        ctx.fresh("k") + "_py_" + c_word(node.op_type, 16),
         [node_ref(node)],
         ctx.callback(node),
         [None if t is None else ctx.buffer_of(t) for t in node.inputs],

@@ -5,9 +5,11 @@ defines each and the last step that reads it), plus optional in-place pairs (an 
 that may take over a dying input's storage). Two buffers may share bytes only when their
 lifetimes do not overlap.
 
-Placement tries two orders and keeps the smaller arena, as XLA's heap simulator does:
+Placement tries three orders and keeps the smaller arena, as XLA's heap simulator does:
   - global decreasing size, best fit: big buffers first, each into the smallest gap left
-    between the already placed buffers it overlaps in time;
+    between the already placed buffers it overlaps in time; equal sizes longest-lived
+    first, and again latest-dying first (repeated encoder layers fill one arena without
+    a hole only in one of the two: BERT-base is 7/6 of its lower bound in the other);
   - definition order, best fit: the order a naive allocator would see.
 
 The plan reports `naive_bytes` (every buffer its own bytes), `lower_bound_bytes` (the
@@ -79,7 +81,7 @@ def plan_memory(
     naive = sum(aligned(b.size, alignment) for b in buffers)
     lower = _peak_live_bytes(merged)
     best = None
-    for order in (_by_size, _by_start):
+    for order in (_by_size, _by_size_then_end, _by_start):
         offsets, arena = _place(sorted(merged, key=order))
         if best is None or arena < best[1]:
             best = (offsets, arena)
@@ -126,6 +128,10 @@ def _merge_aliases(buffers, aliases, alignment) -> list[Buffer]:
 
 def _by_size(b: Buffer):
     return (-b.size, -(b.end - b.start), b.start, b.name)
+
+
+def _by_size_then_end(b: Buffer):
+    return (-b.size, -b.end, b.start, b.name)
 
 
 def _by_start(b: Buffer):

@@ -14,11 +14,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mdsl.codegen import kir
-from mdsl.codegen.lower import Context, Unsupported, lower_callback, lower_movement, lower_pointwise
+from mdsl.codegen.custom_c import c_binding, lower_custom_call
+from mdsl.codegen.lower import (
+    Context,
+    Unsupported,
+    expr_binding,
+    lower_callback,
+    lower_movement,
+    lower_pointwise,
+)
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
 from mdsl.ir.dtype import DType
+from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.passes.fusion import fusion_groups, group_kind, node_role
@@ -77,16 +86,36 @@ class _Group:
     kind: str
 
 
-def build_plan(g: Graph) -> Plan:
-    """Plan a static-shape graph (fusion groups read from the nodes)."""
+def build_plan(g: Graph, *, c_bindings: bool = False) -> Plan:
+    """Plan a static-shape graph (fusion groups read from the nodes).
+
+    With `c_bindings` (a target that links C), a node whose op has a "c" binding becomes
+    a call of that function, which wins over every generated form of the op."""
+    _check_static(g)
     plan = Plan(g)
-    builder = _PlanBuilder(plan)
+    builder = _PlanBuilder(plan, c_bindings)
     builder.assign_io_buffers()
     for group in ordered_groups(g):
         plan.kernels.extend(builder.lower_group(group))
     builder.copy_aliased_outputs()
     plan.memory = builder.plan_arena()
     return plan
+
+
+def _check_static(g: Graph) -> None:
+    """Every tensor of the schedule has a static shape (subgraphs aside: they run in the
+    interpreter); a data-dependent dim cannot be planned into an arena."""
+    for node in g:
+        for t in node.outputs:
+            if not t.type.is_static:
+                raise CompileError(
+                    f"output {t.name} has shape {t.type.describe()}, known only at run "
+                    "time; compiled backends plan static shapes: run this graph with "
+                    "mdsl.interpret (or backend='python')",
+                    node=node.name,
+                    op_type=node.op_type,
+                    source=node.source,
+                )
 
 
 def ordered_groups(g: Graph) -> list[_Group]:
@@ -135,8 +164,9 @@ def _toposort(groups, group_of, position) -> list[_Group]:
 
 
 class _PlanBuilder:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, c_bindings: bool = False):
         self.plan = plan
+        self.c_bindings = c_bindings
         self.of_tensor: dict[Tensor, str] = {}
         self.output_copies: list[tuple[str, Tensor]] = []
         self.ctx = Context(self.buffer_of, self.scratch, self.callback)
@@ -184,6 +214,8 @@ class _PlanBuilder:
     # -- lowering with fallbacks ------------------------------------------------------------------
     def lower_group(self, group: _Group) -> list:
         try:
+            if self.c_bindings and any(c_binding(n) for n in group.nodes):
+                raise Unsupported("a member is bound to a C function")
             return _lower_whole(self.ctx, group)
         except Unsupported as why:
             if len(group.nodes) > 1:
@@ -196,6 +228,8 @@ class _PlanBuilder:
             return kernels
 
     def _lower_single(self, node: Node, outputs: list[Tensor]) -> list:
+        if self.c_bindings and c_binding(node):
+            return [lower_custom_call(self.ctx, node)]
         try:
             return _lower_whole(self.ctx, _Group([node], outputs, group_kind([node])))
         except Unsupported as why:
@@ -241,6 +275,8 @@ class _PlanBuilder:
 
 def _lower_whole(ctx: Context, group: _Group) -> list:
     nodes, outs = group.nodes, group.outputs
+    if any(_stored(n) for n in nodes):  # kernels index origin layouts; callbacks convert
+        raise Unsupported("tensors stored in a non-origin layout")
     if group.kind == "pointwise":
         return [lower_pointwise(ctx, nodes, outs)]
     if group.kind == "reduction":
@@ -257,6 +293,8 @@ def _lower_whole(ctx: Context, group: _Group) -> list:
         return [lower_pool(ctx, node)]
     if len(nodes) == 1 and node.op_type in MOVEMENT:
         return lower_movement(ctx, node)
+    if len(nodes) == 1 and outs and expr_binding(node.op_type) is not None:
+        return [lower_pointwise(ctx, nodes, outs)]  # e.g. a user op declared opaque
     raise Unsupported(f"no generated form for {_ops(nodes)}")
 
 
@@ -278,7 +316,7 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return reads, writes
     if isinstance(k, kir.Pool):
         return {k.x}, {k.out}
-    if isinstance(k, kir.Callback):
+    if isinstance(k, (kir.Callback, kir.CustomCall)):
         return {b for b in k.inputs if b}, set(k.outputs)
     raise TypeError(f"unknown kernel {k!r}")
 
@@ -307,9 +345,18 @@ def _inplace_candidates(plan: Plan, last: dict[str, int]) -> dict[str, str]:
     return out
 
 
+def _stored(node: Node) -> bool:
+    from mdsl.ops.storage import stored_as
+
+    return any(
+        t is not None and stored_as(t.type) is not None for t in (*node.inputs, *node.outputs)
+    )
+
+
 def _numel(t: Tensor) -> int:
+    """Elements of `t`'s buffer: its storage shape (padded in NC1HWC0, FRACTAL_NZ)."""
     n = 1
-    for d in t.shape:
+    for d in t.type.storage_shape:
         n *= int(d)
     return n
 

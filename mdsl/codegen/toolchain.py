@@ -97,9 +97,11 @@ def default_toolchain(march_native: bool = True, extra_flags: tuple[str, ...] = 
 
 def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
     """The path of a shared library built from `source` (from the cache when present)."""
-    key = hashlib.sha256((toolchain.identity() + "\0" + source).encode()).hexdigest()[:32]
+    file_name = f"{_safe(name)}.so"  # in the key: an entry holds exactly this file
+    key_text = "\0".join((toolchain.identity(), file_name, source))
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
     entry = cache_dir() / key
-    library = entry / f"{_safe(name)}.so"
+    library = entry / file_name
     if _entry_ok(entry, library):
         return library
     _build_entry(source, toolchain, entry, library.name)
@@ -107,7 +109,7 @@ def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Pat
 
 
 def _safe(name: str) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:40]
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)[:40]
     return cleaned or "graph"
 
 
@@ -115,7 +117,11 @@ def _entry_ok(entry: Path, library: Path) -> bool:
     digest_file = entry / "library.sha256"
     if not (library.is_file() and digest_file.is_file()):
         return False
-    return _sha256(library) == digest_file.read_text().strip()
+    try:  # a damaged sidecar (any bytes) means a damaged entry, never a crash
+        recorded = digest_file.read_bytes().decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _sha256(library) == recorded
 
 
 def _sha256(path: Path) -> str:
@@ -131,7 +137,7 @@ def _build_entry(source: str, tc: Toolchain, entry: Path, library_name: str) -> 
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=entry.parent))
     try:
         src = tmp / "graph.c"
-        src.write_text(source)
+        src.write_text(source, encoding="utf-8")
         out = tmp / library_name
         cmd = [
             *shlex.split(tc.cc),
@@ -143,13 +149,14 @@ def _build_entry(source: str, tc: Toolchain, entry: Path, library_name: str) -> 
             *tc.link_args,
             "-lm",
         ]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            message = f"C compiler did not run: {e}"
+            raise _compile_error(message, source, cmd, src, out, "") from e
         if result.returncode != 0:
-            kept = _keep_failed_source(source)
-            raise CompileError(
-                f"C compiler failed (exit {result.returncode}); source kept at {kept}\n"
-                f"command: {shlex.join(cmd)}\n{result.stderr[-4000:]}"
-            )
+            message = f"C compiler failed (exit {result.returncode})"
+            raise _compile_error(message, source, cmd, src, out, result.stderr)
         (tmp / "library.sha256").write_text(_sha256(out))
         (tmp / "graph.c").replace(tmp / "source.c")
         _publish(tmp, entry)
@@ -176,9 +183,24 @@ def _publish(tmp: Path, entry: Path) -> None:
             raise
 
 
+def _compile_error(message, source, cmd, src, out, stderr) -> CompileError:
+    """A CompileError carrying `.stderr`, `.command` (re-runnable: it names the kept
+    source, not the temporary build folder) and `.source_path`."""
+    kept = _keep_failed_source(source)
+    command = [
+        str(kept) if a == str(src) else str(kept.with_suffix(".so")) if a == str(out) else a
+        for a in cmd
+    ]
+    error = CompileError(
+        f"{message}; source kept at {kept}\ncommand: {shlex.join(command)}\n{stderr[-4000:]}"
+    )
+    error.stderr, error.command, error.source_path = stderr, command, kept
+    return error
+
+
 def _keep_failed_source(source: str) -> Path:
     folder = cache_dir() / "failed"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".c")
-    path.write_text(source)
+    path.write_text(source, encoding="utf-8")
     return path

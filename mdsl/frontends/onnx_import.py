@@ -29,7 +29,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from mdsl.frontends.onnx_values import (
     array_from_tensor_proto,
     attr_from_array,
     attr_value,
+    cast_value,
     evaluate_node,
     shape_value,
 )
@@ -113,7 +114,8 @@ def import_model(proto, *, name: str | None = None, label: str = "model") -> Gra
         opset = _check_opset(proto)
         nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
         _preflight(proto, nodes, opset)
-        return _Importer(proto, nodes, label).build(name or proto.graph.name or "onnx_model")
+        importer = _Importer(proto, nodes, label, opsets=opset)
+        return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as e:
@@ -162,7 +164,17 @@ class OnnxNode:
 
     @property
     def has_subgraph(self) -> bool:
-        return any(type(v).__name__ == "GraphProto" for v in self.attrs.values())
+        return bool(self.subgraphs())
+
+    def subgraphs(self) -> list:
+        """The GraphProtos of this node's attributes (If branches, Loop body, ...)."""
+        found = []
+        for value in self.attrs.values():
+            if type(value).__name__ == "GraphProto":
+                found.append(value)
+            elif isinstance(value, (list, tuple)):
+                found.extend(v for v in value if type(v).__name__ == "GraphProto")
+        return found
 
     def describe(self) -> str:
         return f"{self.name or '(unnamed)'} ({self.op_type})"
@@ -179,7 +191,9 @@ def _inline_functions(proto):
 def _check_opset(proto) -> dict[str, int]:
     import onnx
 
-    opsets = {("" if o.domain in ONNX_DOMAINS else o.domain): int(o.version) for o in proto.opset_import}
+    opsets = {
+        ("" if o.domain in ONNX_DOMAINS else o.domain): int(o.version) for o in proto.opset_import
+    }
     if "" not in opsets:
         if not proto.opset_import:
             raise GraphError("the model declares no opset_import; is it an ONNX model?")
@@ -205,17 +219,10 @@ def is_supported(node: OnnxNode) -> bool:
 
 
 def _preflight(proto, nodes: list[OnnxNode], opsets) -> None:
-    """One GraphError naming every unsupported op type (with counts) and dtype."""
-    compile_time = {i.name for i in proto.graph.initializer}
+    """One GraphError naming every unsupported op type (with counts) and dtype, in the
+    graph and in its subgraphs (If branches, Loop bodies)."""
     unsupported: Counter = Counter()
-    for node in nodes:
-        if is_compile_time(node, compile_time):
-            compile_time.update(o for o in node.outputs if o)
-        if not is_supported(node) and not (
-            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
-        ):
-            key = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
-            unsupported[key] += 1
+    _count_unsupported(nodes, {i.name for i in proto.graph.initializer}, opsets, unsupported)
     problems = []
     if unsupported:
         listed = ", ".join(f"{op} ({n})" for op, n in sorted(unsupported.items()))
@@ -227,10 +234,26 @@ def _preflight(proto, nodes: list[OnnxNode], opsets) -> None:
         raise GraphError("cannot import the model: " + "; ".join(problems))
 
 
+def _count_unsupported(nodes: list[OnnxNode], compile_time: set, opsets, counts: Counter) -> None:
+    for node in nodes:
+        if is_compile_time(node, compile_time):
+            compile_time.update(o for o in node.outputs if o)
+        if not is_supported(node) and not (
+            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
+        ):
+            counts[node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"] += 1
+        for body in node.subgraphs():
+            inner = [OnnxNode.of(n, opsets) for n in body.node]
+            known = compile_time | {i.name for i in body.initializer}
+            _count_unsupported(inner, known, opsets, counts)
+
+
 def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
     """Whether `node`'s outputs can be computed at import time given the `known` values."""
     if node.op_type in ("Constant", "Shape", "Size") and node.is_onnx:
         return True
+    if node.op_type == "CastLike" and node.is_onnx:  # only the type of input 1 matters
+        return node.inputs[0] in known
     return (
         node.is_onnx
         and node.op_type not in _RANDOM_OPS
@@ -281,8 +304,10 @@ class _Importer:
     values: dict[str, _Value] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
     graph: Graph | None = None
-    _imported: set[int] = field(default_factory=set)
+    opsets: dict = field(default_factory=dict)
+    _imported: dict[int, OnnxNode] = field(default_factory=dict)  # holds them: ids stay unique
     _symbols: dict[str, Dim] = field(default_factory=dict)
+    _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -296,7 +321,7 @@ class _Importer:
                 self._visit(node)
             for out in graph_proto.output:
                 g.output(self.tensor(out.name), mdsl_name(out.name))
-        for node in g:
+        for node in _all_nodes(g):
             node.source = self.label  # errors after import point at the model file
         return g
 
@@ -330,7 +355,7 @@ class _Importer:
             value = onnx_rules.constant_value(node)
             self.values[node.outputs[0]] = _Value(const=value, constant_node=node)
         elif is_compile_time(node, self._known_names()):
-            for i, out in enumerate(node.outputs):
+            for out in node.outputs:
                 if out:
                     self.values[out] = _Value(producer=node)
         else:
@@ -338,9 +363,6 @@ class _Importer:
 
     def _known_names(self) -> _KnownNames:
         return _KnownNames(self.values)
-
-    def has_value(self, name: str) -> bool:
-        return bool(name) and name in self.values
 
     def value(self, name: str) -> np.ndarray | None:
         """The compile-time value of `name`, or None if only run time knows it."""
@@ -352,6 +374,10 @@ class _Importer:
     def _evaluate(self, node: OnnxNode) -> None:
         if node.op_type in ("Shape", "Size"):
             results = [shape_value(node, self.type_of(node.inputs[0]))]
+        elif node.op_type == "CastLike":
+            value = self.value(node.inputs[0])
+            target = self.type_of(node.inputs[1]).dtype
+            results = None if value is None else [cast_value(value, target)]
         else:
             args = [self.value(i) if i else None for i in node.inputs]
             if any(a is None for a, i in zip(args, node.inputs) if i):
@@ -372,6 +398,10 @@ class _Importer:
             return v.tensor
         if v.producer is not None:
             self.import_node(v.producer)
+            if v.tensor is None:
+                raise GraphError(
+                    f"value {name!r}: its producer {v.producer.describe()} gave no tensor"
+                )
         else:
             v.tensor = self._const_node(name, v)
         return v.tensor
@@ -399,11 +429,16 @@ class _Importer:
         try:
             dtype = DType.of(value.dtype)
         except MdslError:
-            raise GraphError(f"constant {name!r} has dtype {value.dtype}, which mdsl lacks") from None
-        owner = v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
+            raise GraphError(
+                f"constant {name!r} has dtype {value.dtype}, which mdsl lacks"
+            ) from None
+        owner = (
+            v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
+        )
         layer, leaf = split_scope(owner)
+        layer = (*self._scope_base, *layer)
         self._ensure_layers(layer)
-        node = self.graph._new_node(
+        node = context.current_graph()._new_node(
             CONST,
             [],
             {"value": value},
@@ -418,7 +453,7 @@ class _Importer:
     def import_node(self, node: OnnxNode) -> None:
         if id(node) in self._imported:
             return
-        self._imported.add(id(node))
+        self._imported[id(node)] = node
         try:
             outputs = self._run_rule(node)
         except MdslError as e:
@@ -456,6 +491,9 @@ class _Importer:
                         op_type=node.op_type,
                     )
                 continue
+            if isinstance(tensor, _Value):  # an inlined subgraph's value, aliased
+                self.values[out] = tensor
+                continue
             entry = self.values.setdefault(out, _Value())
             entry.tensor = tensor
 
@@ -471,7 +509,10 @@ class _Importer:
         extra = [t for t in inputs[len(grouped) :] if t is not None]
         if extra and not opdef.inputs[-1].variadic:
             raise GraphError(f"{len(inputs)} inputs given, mdsl's {op_type} takes {len(grouped)}")
-        out = apply_op(opdef, grouped, attrs, name)
+        try:
+            out = apply_op(opdef, grouped, attrs, name)
+        except MdslError as e:  # the user's line is the load() call: name the model instead
+            raise type(e)(e.message, node=e.node, op_type=e.op_type, source=self.label) from None
         return list(out) if isinstance(out, tuple) else [out]
 
     @contextlib.contextmanager
@@ -482,26 +523,90 @@ class _Importer:
         named after it, holding all its nodes.
         """
         layer, leaf = split_scope(node.name or node.op_type)
+        layer = (*self._scope_base, *layer)
         if composite:
-            path = self.graph.layer_names.unique("/".join((*layer, leaf)))
+            path = context.current_graph().layer_names.unique("/".join((*layer, leaf)))
             layer, leaf = tuple(path.split("/")), None
         elif not node.name:
             leaf = None  # an unnamed node gets mdsl's default name: its op type
+        with self.scope_at(layer):
+            yield leaf
+
+    @contextlib.contextmanager
+    def control_flow_scope(self, node: OnnxNode, mdsl_op: str) -> Iterator[str]:
+        """The scope and name for mdsl.cond / mdsl.while_loop, which make a layer of
+        their own holding node `mdsl_op`: `/blk/cond/If` is the cond named "cond" in
+        layer `blk` (so an exported graph reads back with its names)."""
+        layer, leaf = split_scope(node.name or node.op_type)
+        layer = (*self._scope_base, *layer)
+        if leaf in (mdsl_op, node.op_type) and len(layer) > len(self._scope_base):
+            layer, leaf = layer[:-1], layer[-1]
+        with self.scope_at(layer):
+            yield leaf
+
+    @contextlib.contextmanager
+    def scope_at(self, layer: tuple[str, ...]):
         self._ensure_layers(layer)
         token = context.scope_path.set(layer)
         try:
-            yield leaf
+            yield
         finally:
             context.scope_path.reset(token)
 
     def _ensure_layers(self, layer: tuple[str, ...]) -> None:
+        g = context.current_graph()
         for depth in range(1, len(layer) + 1):
             path = "/".join(layer[:depth])
-            if path not in self.graph.layers:
-                self.graph.layers[path] = Layer(path, "")
-                self.graph.layer_names.reserve(path)
+            if path not in g.layers:
+                g.layers[path] = Layer(path, "")
+                g.layer_names.reserve(path)
+
+    def inline_subgraph(self, graph_proto, layer: tuple[str, ...]) -> list[_Value]:
+        """Import the nodes of an If branch chosen at import time into the graph being
+        built, in `layer`; returns its outputs' values (compile-time values stay so).
+
+        ONNX names are unique across a graph and its subgraphs, so the branch's values
+        simply join the graph's."""
+        for init in graph_proto.initializer:
+            self.values[init.name] = _Value(const=array_from_tensor_proto(init))
+        saved, self._scope_base = self._scope_base, layer
+        try:
+            for node in graph_proto.node:
+                self._visit(OnnxNode.of(node, self.opsets))
+        finally:
+            self._scope_base = saved
+        return [self._entry(out.name) for out in graph_proto.output]
+
+    def import_subgraph(self, graph_proto, inputs: list[Tensor]) -> list[Tensor]:
+        """Import an If branch or a Loop body into the graph being built (a subgraph
+        traced by mdsl.cond / mdsl.while_loop); `inputs` bind its declared inputs.
+
+        Values of the enclosing graphs stay readable (the builder captures them); what
+        the subgraph defines or materializes stays in it.
+        """
+        saved = (self.values, self._imported, self._scope_base)
+        self.values = {k: replace(v) for k, v in self.values.items()}
+        self._imported = dict(self._imported)
+        self._scope_base = tuple(context.scope_path.get())
+        try:
+            for init in graph_proto.initializer:
+                self.values[init.name] = _Value(const=array_from_tensor_proto(init))
+            for vi, tensor in zip(graph_proto.input, inputs):
+                self.values[vi.name] = _Value(tensor=tensor)
+            for node in graph_proto.node:
+                self._visit(OnnxNode.of(node, self.opsets))
+            return [self.tensor(out.name) for out in graph_proto.output]
+        finally:
+            self.values, self._imported, self._scope_base = saved
 
     # -- helpers for rules ---------------------------------------------------------------
+    def current_graph(self) -> Graph:
+        return context.current_graph()
+
+    @property
+    def scope_base(self) -> tuple[str, ...]:
+        return self._scope_base
+
     def input_tensor(self, node: OnnxNode, index: int) -> Tensor | None:
         name = node.inputs[index] if index < len(node.inputs) else ""
         return self.tensor(name) if name else None
@@ -542,9 +647,7 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         value = ctx.constant_input(node, index, spec.attr)
         if value is not None:
             attrs[spec.attr] = attr_from_array(value, opdef.attrs[spec.attr].kind, spec.attr)
-    inputs = [
-        ctx.input_tensor(node, i) for i in range(len(node.inputs)) if i not in attr_inputs
-    ]
+    inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs)) if i not in attr_inputs]
     with ctx.scope_of(node) as leaf:
         return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
 
@@ -558,13 +661,17 @@ def convert_attrs(node: OnnxNode, opdef, mapping: OpMapping | None) -> dict:
         target = renames.get(key, key)
         if target in opdef.attrs:
             out[target] = attr_value(value, opdef.attrs[target].kind, key)
-        elif key in ignored and (ignored[key] is ANY or value == ignored[key]):
+        elif key in ignored and (ignored[key] is ANY or _plain(value) == ignored[key]):
             continue
         else:
             raise GraphError(
                 f"attribute {key}={_short(value)} is not supported by mdsl's {opdef.op_type}"
             )
     return out
+
+
+def _plain(value):
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _short(value) -> str:
@@ -596,3 +703,10 @@ def _used_names(graph_proto) -> set[str]:
             for attr in node.attribute:
                 stack.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
     return used
+
+
+def _all_nodes(g: Graph):
+    for node in g:
+        yield node
+        for sub in node.subgraphs.values():
+            yield from _all_nodes(sub)

@@ -49,7 +49,9 @@ def attr_value(value, kind: str, name: str):
     if kind == "dtype":
         dtype = dtype_from_onnx(int(value))
         if dtype is None:
-            raise GraphError(f"attribute {name}: type {onnx_type_name(int(value))} is not supported")
+            raise GraphError(
+                f"attribute {name}: type {onnx_type_name(int(value))} is not supported"
+            )
         return dtype
     if kind == "tensor":
         return array_from_tensor_proto(value)
@@ -76,6 +78,13 @@ def attr_from_array(array: np.ndarray, kind: str, name: str):
     if kind == "bool":
         return bool(flat[0])
     raise GraphError(f"attribute {name!r} of kind {kind} cannot come from an input")
+
+
+def cast_value(value: np.ndarray, dtype) -> np.ndarray | None:
+    """`value` cast to mdsl dtype `dtype` (symbolic values only to integer types)."""
+    if value.dtype == object:
+        return value if dtype.is_int else None
+    return value.astype(dtype.np)
 
 
 def _int_or_dim(v):
@@ -147,7 +156,9 @@ def _gather(node, data, indices):
 
 
 def _concat(node, *parts):
-    return np.concatenate([np.asarray(p, dtype=object) for p in parts], axis=int(node.attrs["axis"]))
+    return np.concatenate(
+        [np.asarray(p, dtype=object) for p in parts], axis=int(node.attrs["axis"])
+    )
 
 
 def _unsqueeze(node, data, axes=None):

@@ -10,7 +10,7 @@
 """
 
 # last: checks each built-in lowering against the prototypes declared above
-from mdsl.ops import bindings, expr_lowering, registry
+from mdsl.ops import bindings, control_flow, expr_lowering, registry
 from mdsl.ops.activation import (
     elu,
     gelu,
@@ -117,3 +117,10 @@ from mdsl.ops.resizing import resize
 from mdsl.ops.selection import topk
 from mdsl.ops.shape_query import shape, size
 from mdsl.ops.storage import trans_data
+from mdsl.ops.transfer import (
+    memcpy_device_to_device,
+    memcpy_device_to_host,
+    memcpy_host_to_device,
+    recv,
+    send,
+)

@@ -52,6 +52,25 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
     the prototype's inputs) and the attrs as keywords, and returns an expression (a tuple
     for several outputs); when the op's prototype is known it is checked here.
 
+    A "c" implementation is C code the compiled backend calls (it wins over the op's
+    expression lowering, library kernels and Python callbacks): `source=` C text compiled
+    into the graph's translation unit, or `library=` a prebuilt shared library linked
+    into the graph's library; `symbol=` names the function, which has the signature
+
+        int symbol(const mdsl_tensor *inputs, int n_inputs,
+                   mdsl_tensor *outputs, int n_outputs,
+                   const double *attrs, int n_attrs);
+
+    with `typedef struct { void *data; const int64_t *shape; int64_t size; int32_t ndim;
+    int32_t dtype; } mdsl_tensor;` (contiguous row-major data; dtype codes
+    MDSL_DTYPE_FLOAT32 etc.; an absent optional input has data NULL and dtype -1).
+    Outputs arrive allocated with their inferred shapes; attrs are the prototype's attrs
+    in order as doubles (NaN for non-numeric ones). Return 0 on success; anything else
+    fails the run with an ExecutionError naming the node. A `source=` gets these
+    declarations from the generated code; a `library=` includes the header
+    `mdsl.codegen.custom_c.header_text()`. The interpreter cannot run a "c" binding: bind
+    a "python" one too for `mdsl.interpret` and `mdsl.compare`.
+
     >>> import numpy as np, mdsl
     >>> @mdsl.register_op_impl("Double")
     ... def double_ref(x):
@@ -64,8 +83,8 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
         raise GraphError(f"unknown backend {backend!r} for {op_type}; expected {BACKENDS}")
 
     def bind(f):
-        _check_impl(op_type, backend, f, options)
-        _store(Binding(op_type, backend, f, dict(options), next(_SERIALS)))
+        checked = _check_impl(op_type, backend, f, options)
+        _store(Binding(op_type, backend, f, checked, next(_SERIALS)))
         return f
 
     if fn is None and backend != "c":
@@ -75,8 +94,8 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
 
 def register_builtin_impl(op_type: str, fn: Callable, *, backend: str = "expr", **options):
     """Bind a library default: it never wins over a user's registration by recency."""
-    _check_impl(op_type, backend, fn, options)
-    _store(Binding(op_type, backend, fn, dict(options), next(_BUILTIN_SERIALS)))
+    checked = _check_impl(op_type, backend, fn, options)
+    _store(Binding(op_type, backend, fn, checked, next(_BUILTIN_SERIALS)))
 
 
 def _store(binding: Binding) -> None:
@@ -94,11 +113,12 @@ def bindings_of(op_type: str) -> dict[str, Binding]:
 
 
 # -- checking implementations ------------------------------------------------------------------
-def _check_impl(op_type: str, backend: str, fn, options: dict) -> None:
+def _check_impl(op_type: str, backend: str, fn, options: dict) -> dict:
+    """`options` checked (and normalized: a c binding's library path made absolute)."""
     if backend == "c":
-        if fn is None and not options:
-            raise GraphError(f"a 'c' binding of {op_type} needs source= and symbol=, or library=")
-        return
+        from mdsl.codegen.custom_c import checked_c_options
+
+        return checked_c_options(op_type, fn, options)
     if not callable(fn):
         raise GraphError(
             f"the {backend} implementation of {op_type!r} must be callable, got {type(fn).__name__}"
@@ -107,6 +127,7 @@ def _check_impl(op_type: str, backend: str, fn, options: dict) -> None:
         _check_expr_options(op_type, options)
         if registry.has_op(op_type):
             _check_expr_impl(registry.get_op(op_type), fn, options)
+    return dict(options)
 
 
 EXPR_OPTIONS = ("axis_inputs", "axis")

@@ -63,6 +63,21 @@ Types
 The type rules are node-level (they read the subgraphs), installed as the OpDef's
 `extra["infer_node"]`; the verifier uses them through `infer_node_types`.
 
+For code generators
+-------------------
+`control_flow(node)` splits a node into its parts; `mdsl.runtime.control_flow` is the
+reference semantics, step by step. A backend plans each subgraph like a graph of its
+own (its parameters arrive as pointers to the node's input buffers; its results are
+written to, or copied into, the node's output buffers), then emits: If as
+`if (cond) then(...) else(...)`; Case as a `switch` whose default returns an error
+status; While as `while (cond(v, c)) { if (k++ == max) error; v = body(v, c); }` with
+the loop-carried values double-buffered (a body result may be one of its own
+parameters). Symbols in `dynamic` are not known before the node runs: the buffers
+holding them are sized at run time (or by the symbol's declared max). Until a backend
+emits these itself, `mdsl.runtime.kernels.node_kernel` gives control-flow nodes a
+kernel that runs their subgraphs in the interpreter (`control_flow_kernel`), which a
+compiled executable can call back into.
+
 >>> import mdsl
 >>> with mdsl.Graph("demo") as g:
 ...     x = g.input("x", ("N", 4))
@@ -80,7 +95,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mdsl.ir.dim import Dim, dims_equal
+from mdsl.ir.dim import Dim, as_dim, dims_equal
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError
 from mdsl.ir.format import Format
@@ -208,6 +223,25 @@ def subgraph_results(sub: Graph) -> list[Tensor]:
     return [by_name[name] for name in expected]
 
 
+def add_params(
+    sub: Graph, params: list[tuple[str, TensorType]], *, captured: bool = True, source=None
+) -> list[Tensor]:
+    """Append parameters to `sub`, given as (name, type): Input nodes named
+    `<sub path>/captured/<name>` (a captured tensor's name), or `<sub path>/<name>` with
+    `captured=False` (a loop var). Returns the new parameters."""
+    holders = []
+    for name, ttype in params:
+        leaf = name.removeprefix(sub.name + "/").replace(":", "_")
+        base = f"{sub.name}/captured/{leaf}" if captured else f"{sub.name}/{leaf}"
+        holder = Node(sub.node_names.unique(base), INPUT, [], {}, layer=sub.name, source=source)
+        holder.outputs = [Tensor(TensorType(ttype.shape, ttype.dtype, ttype.format), holder, 0)]
+        holder.graph = sub
+        holders.append(holder)
+    inputs = [n for n in sub if n.op_type == INPUT]
+    sub.replace_nodes(inputs + holders + [n for n in sub if n.op_type != INPUT])
+    return [h.outputs[0] for h in holders]
+
+
 # -- type rules ---------------------------------------------------------------------------------
 def has_one_element(ttype: TensorType) -> bool:
     """Whether every tensor of this type holds exactly one element (shape (), (1,), ...)."""
@@ -228,7 +262,10 @@ def shape_misfit(value: tuple, declared: tuple, dynamic) -> str | None:
                 hi = "inf" if d.max is None else d.max
                 return f"dim {axis} ({v}) is outside the range [{d.min}, {hi}] of {d.name}"
             continue
-        return f"dim {axis} is {v}, not {d}"
+        known = (
+            " (a symbol in use already: it cannot vary)" if isinstance(d, Dim) and d.name else ""
+        )
+        return f"dim {axis} is {v}, not {d}{known}"
     return None
 
 
@@ -251,18 +288,15 @@ def branch_result_types(
 ) -> list[TensorType]:
     """The output types of an If/Case from its branches' result types.
 
-    `branches`: (label, result types) per branch. `declared`: per result, the shape the
+    `branches`: (label, result types) per branch; labels name branches in messages. `declared`: per result, the shape the
     node declares (None: the branches must agree exactly and give it). Errors name the
     result index and the branches that disagree.
 
     >>> f = TensorType(("N", 4))
-    >>> branch_result_types([("then", [f]), ("else", [TensorType((3, 4))])], [("S", 4)], {"S"})
+    >>> branch_result_types([("then", [f]), ("else", [TensorType((3, 4))])], [("S", 4)], "S")
     [TensorType((S, 4), float32)]
     """
-    counts = {label: len(types) for label, types in branches}
-    if len(set(counts.values())) != 1:
-        listing = ", ".join(f"branch {label!r} {n}" for label, n in counts.items())
-        raise GraphError(f"branches return different numbers of values: {listing}")
+    check_result_counts(branches)
     out = []
     for i, shape in enumerate(declared):
         types = [(label, ts[i]) for label, ts in branches]
@@ -270,13 +304,14 @@ def branch_result_types(
         for label, t in types[1:]:
             if t.dtype != first.dtype:
                 raise DTypeError(
-                    f"result {i}: branch {label!r} gives {t.describe()}, branch {first_label!r} "
+                    f"result {i}: {label} gives {t.describe()}, {first_label} "
                     f"gives {first.describe()}; branches must agree in dtype"
                 )
         if shape is None:
             shape = first.shape
             _check_same_shapes(i, types)
         else:
+            shape = tuple(as_dim(d) for d in shape)
             _check_declared_shape(i, types, shape, dynamic)
         same_format = all(t.format == first.format for _, t in types)
         out.append(TensorType(shape, first.dtype, first.format if same_format else Format.ND))
@@ -288,8 +323,8 @@ def _check_same_shapes(index: int, types: list) -> None:
     for label, t in types[1:]:
         if shape_misfit(t.shape, first.shape, ()) is not None:
             raise ShapeError(
-                f"result {index}: branch {label!r} gives {t.describe()}, branch "
-                f"{first_label!r} gives {first.describe()}; declare the dims that may differ "
+                f"result {index}: {label} gives {t.describe()}, "
+                f"{first_label} gives {first.describe()}; declare the dims that may differ "
                 "with shapes= (a new symbol there, e.g. shapes=('S', 4))"
             )
 
@@ -299,7 +334,7 @@ def _check_declared_shape(index: int, types: list, shape: tuple, dynamic) -> Non
         why = shape_misfit(t.shape, shape, dynamic)
         if why is not None:
             raise ShapeError(
-                f"result {index}: branch {label!r} gives {t.describe()}, which does not fit "
+                f"result {index}: {label} gives {t.describe()}, which does not fit "
                 f"the declared shape [{','.join(map(str, shape))}]: {why}"
             )
 
@@ -330,20 +365,28 @@ def check_self_contained(key: str, sub: Graph) -> None:
                 )
 
 
-def check_selector(cf: ControlFlow) -> None:
-    t = cf.selector.type
-    if cf.kind == IF and t.dtype != DType.bool_:
-        raise DTypeError(f"cond must be bool, got {t.describe()}")
-    if cf.kind == CASE and t.dtype not in INDEX_DTYPES:
-        raise DTypeError(f"index must be int32 or int64, got {t.describe()}")
-    if not has_one_element(t):
-        what = "cond" if cf.kind == IF else "index"
-        raise ShapeError(f"{what} must hold one element, got {t.describe()}")
+def check_selector(kind: str, ttype: TensorType, what: str | None = None) -> None:
+    """If's cond is a bool, Case's index an int32/int64, holding one element."""
+    what = what or ("cond" if kind == IF else "index")
+    if kind == IF and ttype.dtype != DType.bool_:
+        raise DTypeError(f"{what} must be bool (compare it, e.g. x > 0), got {ttype.describe()}")
+    if kind == CASE and ttype.dtype not in INDEX_DTYPES:
+        raise DTypeError(f"{what} must be int32 or int64, got {ttype.describe()}")
+    if not has_one_element(ttype):
+        raise ShapeError(f"{what} must hold one element, got {ttype.describe()}")
+
+
+def check_result_counts(branches: Sequence[tuple[str, Sequence]]) -> None:
+    """Every branch returns as many values."""
+    counts = {label: len(types) for label, types in branches}
+    if len(set(counts.values())) != 1:
+        listing = ", ".join(f"{label} {n}" for label, n in counts.items())
+        raise GraphError(f"branches return different numbers of values: {listing}")
 
 
 def _infer_branching(node: Node, attrs: dict) -> list[TensorType]:
     cf = control_flow(node)
-    check_selector(cf)
+    check_selector(cf.kind, cf.selector.type)
     capture_types = [t.type for t in cf.captures]
     results = []
     for key, sub in zip(subgraph_keys(node), cf.branches):
@@ -354,7 +397,7 @@ def _infer_branching(node: Node, attrs: dict) -> list[TensorType]:
             raise GraphError(
                 f"subgraph {key} has {len(types)} results, the node {len(node.outputs)} outputs"
             )
-        results.append((key, types))
+        results.append((f"subgraph {key}", types))
     declared = [t.shape for t in node.outputs]
     return branch_result_types(results, declared, set(attrs["dynamic"]))
 
@@ -462,10 +505,13 @@ __all__ = [
     "THEN_BRANCH",
     "WHILE",
     "ControlFlow",
+    "add_params",
     "branch_result_types",
     "case_branch_key",
     "check_loop_condition",
     "check_params",
+    "check_result_counts",
+    "check_selector",
     "check_self_contained",
     "control_flow",
     "has_one_element",

@@ -13,6 +13,7 @@ import builtins
 
 import numpy as np
 
+from mdsl.expr.numpy_ops import saturating_astype
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.tensor_type import TensorType
@@ -108,7 +109,10 @@ def transpose(x, *, perm):
 )
 def flatten(x, *, axis):
     """Collapse to 2-D: dims before `axis` and dims from `axis` on (ONNX)."""
-    axis = normalize_axis(axis, x.rank + 1) if x.rank else 0
+    if not x.rank:
+        axis = 0
+    else:  # axis may be rank (all dims first); a negative axis counts from rank, as in ONNX
+        axis = normalize_axis(axis, x.rank + 1 if axis >= 0 else x.rank)
     return TensorType((numel(x.shape[:axis]), numel(x.shape[axis:])), x.dtype)
 
 
@@ -201,7 +205,8 @@ def _slice_ref(x, *, starts, ends, axes, steps):
     category="pointwise",
 )
 def cast(x, *, to):
-    """Convert elements to dtype `to`."""
+    """Convert elements to dtype `to`; a float out of an integer dtype's range saturates
+    to it and NaN becomes 0 (numpy and C leave both undefined; every backend agrees)."""
     return TensorType(x.shape, to, x.format)
 
 
@@ -222,7 +227,7 @@ register_op_impl(
 )
 register_op_impl("Unsqueeze", lambda x, *, axes: np.expand_dims(x, tuple(axes)))
 register_op_impl("Slice", _slice_ref)
-register_op_impl("Cast", lambda x, *, to: x.astype(to.np))
+register_op_impl("Cast", lambda x, *, to: saturating_astype(x, to.np))
 register_op_impl("Identity", lambda x: x.copy())
 
 

@@ -46,8 +46,9 @@ from mdsl.passes.manager import (
 )
 from mdsl.passes.pattern import Match, Pat, PatternMatcher, PatternRewrite, rewrite_pass
 
-# Passes living in their own modules (layout transformation, fusion grouping), if present.
-for _name in ("layout", "fusion"):
+# Passes living in their own modules (layout transformation, fusion grouping, control
+# flow), if present.
+for _name in ("layout", "fusion", "control_flow"):
     if _find_spec(f"mdsl.passes.{_name}") is not None:
         _import_module(f"mdsl.passes.{_name}")
 

@@ -7,16 +7,17 @@ back into their Python binding through one cffi callback, so every graph runs co
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cffi
 import numpy as np
 
 from mdsl.codegen.c_target import render_c
+from mdsl.codegen.custom_c import link_args
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
-from mdsl.codegen.toolchain import build_library, default_toolchain
+from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.runtime.executable import KernelInfo
@@ -28,6 +29,8 @@ _FFI.cdef(
     typedef int (*mdsl_callback_t)(int index, void **buffers);
     int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
                  char *arena, mdsl_callback_t callback);
+    int mdsl_run_profile(void *const *inputs, void *const *outputs, const void *const *consts,
+                         char *arena, mdsl_callback_t callback, double *timings);
     void mdsl_set_threads(int n);
     """
 )
@@ -52,14 +55,19 @@ class CBackend:
 
     def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
         static = specialize(graph, symbols) if symbols else graph
-        plan = build_plan(static)
+        plan = build_plan(static, c_bindings=True)
         source = render_c(plan)
-        library = build_library(source, self.toolchain, graph.name)
-        return CVariant(plan, {f"{_file_stem(graph.name)}.c": source}, library, threads)
+        toolchain = self.toolchain
+        if link_args(plan):  # custom ops bound to prebuilt libraries
+            toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
+        library = build_library(source, toolchain, graph.name)
+        sources = {f"{_file_stem(graph.name)}.c": source}
+        return CVariant(plan, sources, library, threads, toolchain=toolchain)
 
 
 def _file_stem(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:40] or "graph"
+    stem = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
+    return stem[:40] or "graph"
 
 
 @dataclass
@@ -69,6 +77,7 @@ class CVariant:
     library_path: Path
     threads: int | None
     _local: threading.local = field(default_factory=threading.local)
+    toolchain: Toolchain | None = None  # None (a loaded executable): the default one
 
     def __post_init__(self):
         self.lib = _load_library(self.library_path)
@@ -94,6 +103,33 @@ class CVariant:
 
     # -- one run ---------------------------------------------------------------------------------
     def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._call(self._mdsl_run, env)
+
+    def run_profiled(self, env: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`run` through this variant's profiling build (`render_c(plan, profile=True)`,
+        built on first use into the library cache); also returns each kernel's (start
+        after the call began, duration) in seconds, one row per kernel."""
+        timings = np.zeros((max(1, len(self.plan.kernels)), 2))
+        outputs = self._call(self._profile_entry(), env, _FFI.from_buffer("double[]", timings))
+        return outputs, timings[: len(self.plan.kernels)]
+
+    def _profile_entry(self):
+        entry = getattr(self, "_mdsl_run_profile", None)
+        if entry is not None:
+            return entry
+        toolchain = self.toolchain
+        if toolchain is None:
+            toolchain = default_toolchain()
+            if link_args(self.plan):
+                toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(self.plan))
+        source = render_c(self.plan, profile=True)
+        lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
+        if self.threads:
+            lib.mdsl_set_threads(int(self.threads))
+        self._mdsl_run_profile = lib.mdsl_run_profile
+        return self._mdsl_run_profile
+
+    def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         state = self._thread_state.get(threading.get_ident())
         if state is None:
             state = self._new_thread_state()
@@ -108,7 +144,7 @@ class CVariant:
         for i, a in enumerate(outputs):
             out_ptrs[i] = _ptr(a)
         self._local.error = None
-        status = self._mdsl_run(in_ptrs, out_ptrs, self._const_ptrs, arena, self._callback)
+        status = entry(in_ptrs, out_ptrs, self._const_ptrs, arena, self._callback, *extra)
         if status != 0 or self._local.error is not None:
             self._raise(status)
         return dict(zip(self.plan.outputs, outputs))
@@ -128,9 +164,7 @@ class CVariant:
     def _raise(self, status: int):
         if self._local.error is not None:
             raise self._local.error
-        raise ExecutionError(
-            f"graph {self.plan.graph.name!r}: the compiled run failed (status {status})"
-        )
+        raise _run_failure(self.plan, status)
 
     # -- Python callbacks -----------------------------------------------------------------------
     def _on_callback(self, index: int, buffers) -> int:
@@ -141,12 +175,12 @@ class CVariant:
                 args.append(None if t is None else _view(buffers[i], t).copy())
             base = len(node.inputs)
             _, kernel = node_kernel(node)
-            specs = [(tuple(t.shape), t.dtype.np) for t in node.outputs]
+            specs = [(_storage_shape(t), t.dtype.np) for t in node.outputs]
             results = kernel(args, specs)
             for j, (t, value) in enumerate(zip(node.outputs, results)):
                 np.copyto(
                     _view(buffers[base + j], t),
-                    np.asarray(value, dtype=t.dtype.np).reshape(t.shape),
+                    np.asarray(value, dtype=t.dtype.np).reshape(_storage_shape(t)),
                 )
             return 0
         except MdslError as e:
@@ -165,6 +199,21 @@ class CVariant:
         return 1
 
 
+def _run_failure(plan: Plan, status: int) -> ExecutionError:
+    """The error for a failed run; a kernel that fails returns its step + 1."""
+    graph = plan.graph.name
+    if not 1 <= status <= len(plan.kernels):
+        return ExecutionError(f"graph {graph!r}: the compiled run failed (status {status})")
+    kernel = plan.kernels[status - 1]
+    node = kernel.nodes[0] if kernel.nodes else None
+    return ExecutionError(
+        f"graph {graph!r}: kernel {kernel.name} failed (its C function returned nonzero)",
+        node=node and node.name,
+        op_type=node and node.op_type,
+        source=node and node.source,
+    )
+
+
 def _ptr(array: np.ndarray):
     try:
         return _FFI.from_buffer(array)
@@ -172,8 +221,13 @@ def _ptr(array: np.ndarray):
         return _FFI.cast("void *", array.ctypes.data)
 
 
+def _storage_shape(t) -> tuple[int, ...]:
+    """The shape `t`'s buffer holds: its storage shape (the layout pass, TransData)."""
+    return tuple(int(d) for d in t.type.storage_shape)
+
+
 def _view(pointer, t) -> np.ndarray:
-    shape = tuple(int(d) for d in t.shape)
+    shape = _storage_shape(t)
     count = int(np.prod(shape, dtype=np.int64))
     nbytes = count * t.dtype.itemsize
     raw = (

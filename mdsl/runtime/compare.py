@@ -5,9 +5,11 @@ order, so the first failing row is where the two first disagree, which is usuall
 node to look at (later rows inherit its error).
 
 Executions come from a small registry, `name -> run(g, feeds) -> {tensor name: array}`:
-"python", "expr" and "auto" are the interpreter with that `impl`; a compiled backend
-plugs in with `register_backend("c", run)`. A run may leave out intermediate tensors it
-never materializes (fused away); those rows are skipped, graph outputs never are.
+"python", "expr" and "auto" are the interpreter with that `impl`; "c" and "numba" are
+debug builds of the compiled backends (`mdsl.compile(g, backend, debug=True)`), which
+store every node's value even inside fused kernels; others plug in with
+`register_backend(name, run)`. A run may leave out tensors it never computes (a node
+the optimizer folded away); those rows are skipped, graph outputs never are.
 
 `reference_dtype="float32"` runs the reference with every narrower float (float16,
 bfloat16) promoted to float32, inputs, constants and casts included, and rounds its
@@ -25,6 +27,7 @@ import numpy as np
 from mdsl.ir.dtype import FLOATS, DType
 from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
 from mdsl.runtime.interpreter import interpret
 
@@ -58,6 +61,29 @@ def _interpreter(impl: str) -> Runner:
 
 for _impl in ("python", "expr", "auto"):
     register_backend(_impl, _interpreter(_impl))
+
+
+def _compiled(backend: str) -> Runner:
+    """A debug build (`mdsl.compile(g, backend, debug=True)`): every node's output is
+    materialized, so rows align node by node even inside fused kernels."""
+
+    def run(g: Graph, feeds):
+        from mdsl.runtime.compile import compile
+
+        return compile(g, backend, debug=True).run(feeds, capture=True)
+
+    return run
+
+
+def _numba_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mdsl.runtime.numba_backend") is not None
+
+
+register_backend("c", _compiled("c"))
+if _numba_available():
+    register_backend("numba", _compiled("numba"))
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -162,11 +188,20 @@ class CompareReport:
 
 
 _HEADERS = ("tensor", "op", "dtype", "shape", "max_abs", "max_rel", "cosine", "ok")
-_CAPS = (None, 16, 14, 16, 9, 9, 8, 4)  # None: the tensor column takes what is left
+_CAPS = (None, 12, 12, 16, 9, 9, 8, 4)  # None: the tensor column takes what is left
+
+
+def _short_dtype(name: str) -> str:
+    """`f32`, `bf16`, `i64`, `u8`, `bool`: dtype names short enough for a table column."""
+    for long, short in (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i")):
+        if name.startswith(long):
+            return short + name[len(long) :]
+    return name
 
 
 def _cells(r: CompareRow) -> tuple[str, ...]:
-    dtype = r.dtype if r.format == "ND" else f"{r.dtype} {r.format}"
+    dtype = _short_dtype(r.dtype)
+    dtype = dtype if r.format == "ND" else f"{dtype} {r.format}"
     shape = "[" + ",".join(map(str, r.shape)) + "]"
     status = ("skip" if r.skipped else "ok") if r.ok else "FAIL"
     return (
@@ -262,10 +297,8 @@ def compare(
     if bisect:
         from mdsl.tools.bisection import bisect as bisect_passes
 
-        return bisect_passes(
-            g, feeds, opt_level, backend=backend, reference=reference, rtol=rtol, atol=atol,
-            reference_dtype=reference_dtype,
-        )
+        options = dict(backend=backend, reference=reference, rtol=rtol, atol=atol)
+        return bisect_passes(g, feeds, opt_level, reference_dtype=reference_dtype, **options)
     run_backend, run_reference = _runner(backend), _runner(reference)
     target = None if reference_dtype is None else _promotion_target(reference_dtype)
     got = _run("backend", backend, run_backend, g, feeds)
@@ -278,12 +311,17 @@ def compare(
 
 
 def _rows(g: Graph, got: Mapping, want: Mapping, rtol: float, atol: float) -> list[CompareRow]:
-    """One row per output tensor of every computing node, in topological order."""
+    """One row per output tensor of every computing node, in topological order. The
+    nodes of a control-flow subgraph come just before the node holding it, and only where
+    they ran (the taken branch; loop bodies that ran at least once)."""
     rows = []
-    outputs = {t: name for name, t in g.outputs.items()}
+    outputs = {t: name for name, t in g.outputs.items()} if g.parent is None else {}
     for node in g:
         if node.op_type in (INPUT, CONST, OUTPUT):
             continue
+        for sub in node.subgraphs.values():
+            ran = _rows(sub, got, want, rtol, atol)
+            rows += [r for r in ran if r.tensor in got or r.tensor in want]
         for tensor in node.outputs:
             names = (tensor.name, outputs.get(tensor))
             rows.append(_row(node, tensor.type, names, got, want, rtol, atol, tensor in outputs))
@@ -406,7 +444,7 @@ def _run_promoted(g: Graph, feeds, name: str, run: Runner, target: DType) -> dic
         k: _promote_array(v, target) if isinstance(v, np.ndarray) else v for k, v in feeds.items()
     }
     values = dict(_run("reference", name, run, promoted, promoted_feeds))
-    original = {t.name: t.type.dtype for n in g for t in n.outputs}
+    original = {t.name: t.type.dtype for sub in all_graphs(g) for n in sub for t in n.outputs}
     original.update({out: t.type.dtype for out, t in g.outputs.items()})
     for key, value in values.items():
         dtype = original.get(key)

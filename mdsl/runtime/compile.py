@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
 from mdsl.runtime.executable import Executable
@@ -16,22 +18,40 @@ def compile(
     opt_level: int = 2,
     threads: int | None = None,
     march_native: bool = True,
+    debug: bool = False,
 ) -> Executable:
     """Optimize `g` (`mdsl.optimize(g, opt_level)`) and compile it for `backend`.
 
     "c": fused C kernels built with the system compiler (BLAS for GEMM, OpenMP threads);
     "numba": the same kernels as numba functions; "python": the reference interpreter.
+    Without a C compiler, "c" falls back to "numba" with a RuntimeWarning.
     `threads` sets the OpenMP/BLAS thread count (default: all cores).
+    `debug=True` materializes every node's output (fused kernels store each member's
+    value) so `exe.run(feeds, capture=True)` and `mdsl.compare` see every tensor.
     """
     from mdsl.passes.manager import optimize
 
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     optimized = optimize(g, level=opt_level)
-    return Executable(optimized, _backend(backend, march_native), threads=threads)
+    debug_outputs = None
+    if debug:
+        from mdsl.runtime.materialize import materialize_all
+
+        debug_outputs = materialize_all(optimized)
+    return Executable(
+        optimized, _backend(backend, march_native), threads=threads, debug_outputs=debug_outputs
+    )
 
 
 def _backend(name: str, march_native: bool):
+    if name == "c" and not _has_c_compiler():
+        warnings.warn(
+            "no C compiler found (set $CC or install gcc): compiling with backend='numba'",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        name = "numba"
     if name == "c":
         from mdsl.runtime.c_backend import CBackend
 
@@ -43,3 +63,9 @@ def _backend(name: str, march_native: bool):
     from mdsl.runtime.numba_backend import NumbaBackend
 
     return NumbaBackend()
+
+
+def _has_c_compiler() -> bool:
+    from mdsl.codegen.toolchain import find_compiler
+
+    return find_compiler() is not None

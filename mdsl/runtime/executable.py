@@ -42,11 +42,21 @@ class Executable:
     array([1., 3., 5.], dtype=float32)
     """
 
-    def __init__(self, graph: Graph, backend, *, threads: int | None = None):
+    def __init__(
+        self,
+        graph: Graph,
+        backend,
+        *,
+        threads: int | None = None,
+        debug_outputs: Mapping[str, str] | None = None,
+        variants: Mapping[tuple, object] | None = None,
+    ):
         self.graph = graph
         self.backend = backend
         self.threads = threads
-        self._variants: OrderedDict[tuple, object] = OrderedDict()
+        # debug builds: the outputs added to materialize every tensor -> tensor names
+        self.debug_outputs = None if debug_outputs is None else dict(debug_outputs)
+        self._variants: OrderedDict[tuple, object] = OrderedDict(variants or {})
         self._lock = threading.Lock()
         self._static_inputs = _static_input_specs(graph)
         if self._static_inputs is not None:
@@ -56,11 +66,25 @@ class Executable:
     def __call__(self, feeds: Mapping | None = None, /, **kwargs) -> dict[str, np.ndarray]:
         return self.run({**(feeds or {}), **kwargs})
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(
+        self, feeds: Mapping[str, np.ndarray], *, capture: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Outputs by name; with `capture=True` (a `debug=True` build) every tensor by
+        name, as `mdsl.interpret(g, feeds, capture=True)` returns them."""
+        if capture or self.debug_outputs:
+            return self._run_debug(feeds, capture)
         if self._static_inputs is not None and _matches(self._static_inputs, feeds):
             return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
         env, symbols = bind_feeds(self.graph, feeds)
         return self._variant(symbols).run(env)
+
+    def _run_debug(self, feeds, capture: bool) -> dict[str, np.ndarray]:
+        from mdsl.runtime.materialize import split_debug_outputs
+
+        env, symbols = bind_feeds(self.graph, feeds)
+        outputs = self._variant(symbols).run(env)
+        captured_from = env if capture else None
+        return split_debug_outputs(self.graph, outputs, self.debug_outputs, captured_from)
 
     def _variant(self, symbols: dict[str, int]):
         key = tuple(sorted(symbols.items()))
@@ -76,7 +100,41 @@ class Executable:
                 self._variants.popitem(last=False)
         return variant
 
-    # -- inspection -----------------------------------------------------------------------------
+    def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10, *, warmup: int = 1):
+        """Time every kernel of `runs` runs on `feeds` (after `warmup` untimed ones): a
+        `mdsl.runtime.profile.Profile` with `.table()` and `.to_chrome_trace(path)`.
+
+        The "c" backend runs a profiling build of the variant (a separate cached library
+        with a clock read around each kernel; the normal build has no timers); "numba"
+        times each kernel from its Python driver, "python" each node.
+
+        >>> import numpy as np, mdsl
+        >>> with mdsl.Graph("axpy") as g:
+        ...     x = g.input("x", ("N",))
+        ...     g.output(x * 2.0 + 1.0, "y")
+        >>> prof = mdsl.compile(g, backend="c").profile({"x": np.ones(64, np.float32)}, runs=3)
+        >>> [(k.name, k.flops, k.bytes, len(k.times)) for k in prof.kernels]
+        [('k3_mul_add', 128, 512, 3)]
+        """
+        from mdsl.runtime.profile import profile_executable
+
+        return profile_executable(self, feeds, runs=runs, warmup=warmup)
+
+    # -- saving and inspection -------------------------------------------------------------------
+    def save(self, path, *, key: bytes | str | None = None) -> None:
+        """Save the graph and every compiled variant (sources, libraries, SHA-256 of each)
+        to directory `path` (a zip when it ends in .zip); `mdsl.load_executable` reads it
+        back without compiling. `key` signs the manifest (HMAC-SHA256); see
+        `mdsl.runtime.saved`."""
+        from mdsl.runtime.saved import save_executable
+
+        save_executable(self, path, key=key)
+
+    def variants(self) -> dict[tuple, object]:
+        """The compiled variants by shape signature (sorted (symbol, size) pairs)."""
+        with self._lock:
+            return dict(self._variants)
+
     def _latest(self):
         if not self._variants:
             raise CompileError(

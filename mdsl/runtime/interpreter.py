@@ -15,6 +15,7 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.runtime.control_flow import run_control_flow
 from mdsl.runtime.feeds import bind_feeds, concrete_shape
 from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
 
@@ -26,7 +27,10 @@ def interpret(
 
     With `capture=True` the result holds every tensor by name (inputs, constants and each
     node's outputs; a second output of node `n` is `n:1`), plus the graph outputs under
-    their output names where no tensor has that name. `impl` picks each op's
+    their output names where no tensor has that name; tensors of control-flow subgraphs
+    that ran are there too, under their own names (from the last time each ran, in a
+    loop). Only the taken branch of an If/Case runs, and a While's body only as
+    often as its condition holds (`mdsl.runtime.control_flow`). `impl` picks each op's
     implementation: "auto" (the op's most recently registered "python" or "expr"
     binding), "python" (numpy first) or "expr" (expression first); see
     `mdsl.runtime.kernels`.
@@ -43,29 +47,51 @@ def interpret(
     if impl not in IMPLS:
         raise ExecutionError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
     env, symbols = bind_feeds(g, feeds)
+    record: dict = {}
+    outputs = _run_graph(g, env, symbols, impl, record)
+    if not capture:
+        return outputs
+    captured = {t.name: v for t, v in record.items()}
+    for name, value in outputs.items():
+        captured.setdefault(name, value)
+    return captured
+
+
+def _run_graph(g: Graph, env: dict, symbols: dict, impl: str, record: dict) -> dict:
+    """Run `g` (Input arrays by name in `env`) and return its outputs by name; every
+    tensor computed, inside control-flow subgraphs too, is also put in `record`."""
     values: dict = {}
     outputs: dict[str, np.ndarray] = {}
     for node in g:
         if node.op_type == OUTPUT:
             outputs[node.attrs["name"]] = values[node.inputs[0]]
             continue
-        results = _run_node(node, values, env, impl, symbols)
+        results = _run_node(node, values, env, impl, symbols, record)
         for tensor, value in zip(node.outputs, results):
             values[tensor] = value
-    if not capture:
-        return outputs
-    captured = {t.name: v for t, v in values.items()}
-    for name, value in outputs.items():
-        captured.setdefault(name, value)
-    return captured
+    record.update(values)
+    return outputs
 
 
-def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict) -> list:
+def subgraph_runner(impl: str = "auto", record: dict | None = None):
+    """A function `(subgraph, Input arrays by name, symbols) -> outputs by name` running
+    control-flow subgraphs with this interpreter; what they compute goes in `record`."""
+    sink = {} if record is None else record
+
+    def run(sub: Graph, env: dict, symbols: dict) -> dict:
+        return _run_graph(sub, env, symbols, impl, sink)
+
+    return run
+
+
+def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, record) -> list:
     if node.op_type == INPUT:
         return [env[node.name]]
     if node.op_type == CONST:
         return [node.const_value()]
     args = [None if t is None else values[t] for t in node.inputs]
+    if node.subgraphs:  # If, Case, While: only the taken subgraphs run (runtime.control_flow)
+        return run_control_flow(node, args, symbols, subgraph_runner(impl, record))
     binding, kernel = node_kernel(node, impl, symbols)
     try:
         out_specs = [  # storage shape: a tensor the layout pass stored as NHWC is held so

@@ -15,8 +15,10 @@ reports:
   tensor before the pass: usually the node the pass got wrong.
 
 Step 0 is the unoptimized graph run by `backend`; if it already mismatches, no pass is to
-blame. Under the interpreter, fusion grouping only annotates nodes and cannot change
-results; bisecting fusion groups one at a time needs the compiled backends.
+blame. A compiled backend ("c", "numba") compiles each step's graph as the passes left it
+(`mdsl.compile(..., opt_level=0, debug=True)`). Under the interpreter, fusion grouping
+only annotates nodes and cannot change results; bisecting the fusion groups of the
+compiled kernels one at a time is not done here.
 
 >>> import numpy as np, mdsl
 >>> with mdsl.Graph("g") as g:
@@ -30,7 +32,7 @@ results; bisecting fusion groups one at a time needs the compiled backends.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -152,16 +154,22 @@ class BisectReport:
         what = step.error or f"outputs differ (max abs {_num(step.max_abs)})"
         return f"first divergent pass: {step.pass_name} (step {step.index}): {what}"
 
-    def table(self, width: int = TABLE_WIDTH) -> str:
-        """The report as text of at most `width` columns."""
-        lines = [*_wrap(self.summary(), width), self.verdict(), "", *self._step_lines()]
+    def shown_steps(self, all_steps: bool = False) -> list[BisectStep]:
+        """The steps worth a line: those that changed the graph or failed (every step
+        with `all_steps`)."""
+        return [s for s in self.steps if all_steps or s.changed or s.error]
+
+    def table(self, width: int = TABLE_WIDTH, all_steps: bool = False) -> str:
+        """The report as text of at most `width` columns; pass runs that changed nothing
+        are counted, not listed, unless `all_steps`."""
+        lines = [*_wrap(self.summary(), width), self.verdict(), "", *self._step_lines(all_steps)]
         lines += self._culprit_lines(width)
         return "\n".join(_clip(line, width) for line in lines)
 
     def to_markdown(self) -> str:
         lines = [f"**{self.summary()}**", "", self.verdict(), ""]
         lines += ["| step | pass | nodes | result | max abs |", "|---|---|---|---|---|"]
-        for s in self.steps:
+        for s in self.shown_steps():
             nodes = f"{s.nodes_before} → {s.nodes_after}" if s.index else str(s.nodes_after)
             lines.append(
                 f"| {s.index} | {s.pass_name} | {nodes} | {s.result} | {_num(s.max_abs)} |"
@@ -180,14 +188,17 @@ class BisectReport:
     def __str__(self) -> str:
         return self.table()
 
-    def _step_lines(self) -> list[str]:
+    def _step_lines(self, all_steps: bool) -> list[str]:
         lines = [f"{'step':>4}  {'pass':<22}  {'nodes':<13}  {'result':<9}  {'max abs':>9}"]
-        for s in self.steps:
+        shown = self.shown_steps(all_steps)
+        for s in shown:
             nodes = f"{s.nodes_before} -> {s.nodes_after}" if s.index else str(s.nodes_after)
             lines.append(
                 f"{s.index:>4}  {_shorten_path(s.pass_name, 22):<22}  {nodes:<13}  "
                 f"{s.result:<9}  {_num(s.max_abs):>9}".rstrip()
             )
+        if len(shown) < len(self.steps):
+            lines.append(f"      (+{len(self.steps) - len(shown)} pass runs that changed nothing)")
         return lines
 
     def _culprit_lines(self, width: int) -> list[str]:
@@ -419,10 +430,12 @@ def bisect(
     atol: float = 1e-5,
     reference_dtype=None,
     debug: bool | None = None,
+    on_step: Callable[[BisectStep], None] | None = None,
 ) -> BisectReport:
     """Apply `mdsl.optimize(g, level)`'s passes one at a time (or `passes`, each once, in
     order) and name the first after which `backend`'s outputs differ from the
-    unoptimized graph's outputs on `reference` (see the module docstring).
+    unoptimized graph's outputs on `reference` (see the module docstring). `on_step` is
+    called with each step once it is done (progress display).
 
     >>> import numpy as np, mdsl
     >>> from mdsl.passes import PassResult
@@ -443,7 +456,7 @@ def bisect(
     if not isinstance(g, Graph):
         raise GraphError(f"mdsl.bisect takes an mdsl.Graph, got {type(g).__name__}")
     schedule = _schedule(level, passes)
-    run_backend, run_reference = _runner(backend), _runner(reference)
+    run_backend, run_reference = _step_runner(backend), _runner(reference)
     if reference_dtype is None:
         want_all = _run("reference", reference, run_reference, g, feeds)
     else:
@@ -469,6 +482,8 @@ def bisect(
         )
         step.summary = run.after.pass_log[-1].summary if run.changed else ""
         report.steps.append(step)
+        if on_step is not None:
+            on_step(step)
         if run.failure:
             report.culprit = run.info.name
             return report
@@ -480,6 +495,21 @@ def bisect(
             return report
         last_graph, last_values = run.after, got
     return report
+
+
+def _step_runner(backend: str):
+    """How each step's graph runs: compare's runner, except that a compiled backend
+    compiles the graph as it is (`opt_level=0`), where compare's would optimize it again."""
+    from mdsl.runtime.compile import BACKENDS, compile
+
+    if backend == "python" or backend not in BACKENDS:
+        return _runner(backend)
+    _runner(backend)  # the same error as compare's for a backend this machine lacks
+
+    def run(g: Graph, feeds):
+        return compile(g, backend, opt_level=0, debug=True).run(feeds, capture=True)
+
+    return run
 
 
 def _evaluate(step, graph, feeds, backend, run_backend, want, rtol, atol, report) -> Mapping:

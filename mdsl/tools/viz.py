@@ -203,9 +203,10 @@ class _DotWriter:
         self.hidden: set[int] = set()  # constants drawn inside their consumers' labels
         self.box_ids: dict[str, str] = {}  # collapsed layer path -> DOT id
         self.box_nodes: dict[str, list[Node]] = {}
-        self.layer_ids: dict[str, str] = {}  # drawn layer path -> cluster DOT id
+        self.layer_ids: dict[str, str] = {}  # drawn layer path -> its SVG element id
         self.external: dict[Tensor, str] = {}
         self.broadcast: dict[Tensor, bool] = {}
+        self.name_base: dict[int, str] = {}  # subgraph nodes: the layer path labels omit
         self.group_fill: dict[str, str] = {}
         self.device_color: dict[str, str] = {}
         self.group_sizes = Counter(n.fusion_group for n in g if n.fusion_group)
@@ -282,9 +283,15 @@ class _DotWriter:
 
     # -- clusters ----------------------------------------------------------------------------
     def _emit_cluster(self, cluster: _Cluster, indent: int, base: str, is_root=False) -> None:
+        if not is_root and _lone_control_flow(cluster):
+            # a layer holding just a control-flow node (as mdsl.cond records) is drawn as
+            # that node's cluster, labelled with the layer's name
+            cid = self._emit_control_flow(cluster.nodes[0], indent, _leaf(cluster.path))
+            self.layer_ids[cluster.path] = "cf-" + cid
+            return
         if not is_root:
             cid = self.new_id("cluster_")
-            self.layer_ids[cluster.path] = cid
+            self.layer_ids[cluster.path] = "layer-" + cid
             depth = cluster.path.count("/")
             label = cluster.path if cluster.path and _is_outermost(cluster, base) else None
             self.emit(indent, f"subgraph {cid} {{")
@@ -304,6 +311,9 @@ class _DotWriter:
             self._emit_cluster(child, indent, base)
         if not is_root:
             self.emit(indent - 1, "}")
+
+    def _layer_size(self, path: str) -> int:
+        return sum(_in_layer(n.layer, path) for n in self.g)
 
     def _layer_tooltip(self, path: str) -> str:
         layer = self.g.layers.get(path)
@@ -355,10 +365,12 @@ class _DotWriter:
         return self.device_color[device]
 
     def _node_label(self, node: Node) -> str:
+        in_subgraph = id(node) in self.name_base
         if node.op_type == INPUT:
-            head = html_text(node.name)
+            head = html_text(_relative(node.name, self.name_base.get(id(node), "")))
         elif node.op_type == OUTPUT:
-            head = html_text(node.attrs.get("name", node.name))
+            result = node.attrs.get("name", node.name)
+            head = html_text(f"result {result}" if in_subgraph else result)
         else:
             head = f"<B>{html_text(node.op_type)}</B>"
         small = self._detail_lines(node)
@@ -405,13 +417,13 @@ class _DotWriter:
             parts.append(f"device {node.device}")
         if node.source:
             parts.append(f"built at {node.source}")
-        return "\n".join(parts)
+        return "\n".join(map(_printable, parts))  # a newline in a name stays visible
 
     # -- collapsed layers --------------------------------------------------------------------
     def _emit_box(self, path: str, indent: int) -> None:
         nodes = self.box_nodes[path]
         bid = self.box_ids[path]
-        self.layer_ids[path] = bid
+        self.layer_ids[path] = "layer-" + bid
         counts = Counter(n.op_type for n in nodes if n.op_type not in (CONST, OUTPUT))
         groups = {n.fusion_group for n in nodes if n.fusion_group}
         lines = [f"{sum(counts.values())} ops" + (f", {len(groups)} groups" if groups else "")]
@@ -424,7 +436,7 @@ class _DotWriter:
             "shape": "box3d",
             "style": "filled",
             "fillcolor": '"#e8ebf0"',
-            "tooltip": quote(self._layer_tooltip(path) + f": {len(nodes)} nodes"),
+            "tooltip": quote(self._layer_tooltip(path) + f": {self._layer_size(path)} nodes"),
         }
         if len(devices) == 1 and None not in devices:
             device = devices.pop()
@@ -435,12 +447,15 @@ class _DotWriter:
         self.emit(indent, f"{bid} [{_attr_list(attrs)}];")
 
     # -- control flow ------------------------------------------------------------------------
-    def _emit_control_flow(self, node: Node, indent: int) -> None:
-        """A dashed cluster: the node itself, then one cluster per subgraph."""
+    def _emit_control_flow(self, node: Node, indent: int, layer: str = "") -> str:
+        """A dashed cluster: the node itself, then one cluster per subgraph; returns the
+        cluster's DOT id."""
         cid = self.new_id("cluster_")
         self.emit(indent, f"subgraph {cid} {{")
         leaf = _leaf(node.name)
         label = node.op_type if leaf == node.op_type else f"{node.op_type} {leaf}"
+        if layer:
+            label = f"{layer}: {label}"
         self.emit(
             indent + 1,
             f'id={quote("cf-" + cid)}; label={quote(label)}; style="dashed,rounded"; '
@@ -450,6 +465,7 @@ class _DotWriter:
         for name, sub in node.subgraphs.items():
             self._emit_subgraph(node, name, sub, indent + 1)
         self.emit(indent, "}")
+        return cid
 
     def _emit_subgraph(self, owner: Node, name: str, sub: Graph, indent: int) -> None:
         cid = self.new_id("cluster_")
@@ -461,16 +477,31 @@ class _DotWriter:
         )
         nodes = [n for n in sub if self.show_constants or n.op_type != CONST]
         self.hidden.update(id(n) for n in sub if n not in nodes)
-        root = _Cluster(owner.layer)
+        base = _common_layer([n.layer for n in sub])
+        root = _Cluster(base)
         for node in nodes:
             self.item[id(node)] = self.new_id("n")
-            root.at(_relative(node.layer, owner.layer)).nodes.append(node)
-        self._emit_cluster(root, indent + 1, owner.layer, is_root=True)
+            self.name_base[id(node)] = base
+            root.at(_relative(node.layer, base)).nodes.append(node)
+        self._emit_cluster(root, indent + 1, base, is_root=True)
         self.emit(indent, "}")
         for node in nodes:
             self._edges_into(node, crossing_style=True)
             if node.op_type == OUTPUT:
                 self._add_edge(self.item[id(node)], self.item[id(owner)], 'style="dashed"')
+        self._parameter_edges(owner, sub)
+
+    def _parameter_edges(self, owner: Node, sub: Graph) -> None:
+        """Dashed edges from what the node passes in to the subgraph's parameters (its
+        Input nodes, in order; they match the node's last inputs: If's captures after the
+        condition, While's loop values and captures)."""
+        params = [n for n in sub if n.op_type == INPUT]
+        args = owner.inputs[len(owner.inputs) - len(params) :] if params else []
+        for arg, param in zip(args, params):
+            if arg is None or id(arg.producer) in self.hidden:
+                continue
+            src = self.item.get(id(arg.producer)) or self._external_source(arg)
+            self._add_edge(src, self.item[id(param)], 'style="dashed", color="#9b86b5"')
 
     # -- edges -------------------------------------------------------------------------------
     def _top_edges(self, nodes: list[Node]) -> None:
@@ -539,6 +570,26 @@ class _DotWriter:
                     f"tooltip={tooltip}];",
                 )
                 self._add_edge(self.item[id(node)], sid, "")
+
+
+def _lone_control_flow(cluster: _Cluster) -> bool:
+    return (
+        len(cluster.nodes) == 1
+        and bool(cluster.nodes[0].subgraphs)
+        and not cluster.boxes
+        and not cluster.children
+    )
+
+
+def _common_layer(paths: list[str]) -> str:
+    """The longest layer path every one of `paths` lies in ("" if none)."""
+    split = [p.split("/") if p else [] for p in paths]
+    common: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return "/".join(common)
 
 
 def _is_outermost(cluster: _Cluster, base: str) -> bool:

@@ -133,7 +133,7 @@ def _layer_tree(g: Graph, writer: _DotWriter) -> str:
 def _tree_entry(path: str, children: dict, counts: Counter, writer: _DotWriter) -> str:
     name = html_text(path.rpartition("/")[2])
     target = writer.layer_ids.get(path)
-    link = f'<a href="#layer-{target}"' if target else '<a href="#nodes"'
+    link = f'<a href="#{target}"' if target else '<a href="#nodes"'
     link += f' data-layer="{html_text(path)}" title="{html_text(path)}">{name}</a>'
     head = f'{link} <span class="count">{counts[path]}</span>'
     kids = children.get(path, [])

@@ -197,11 +197,12 @@ def _names(groups):
 
 
 def test_optimize_pipeline_by_level():
-    cleanup = ["fold_constants", "simplify", "cse", "dce"]
+    cleanup = ["fold_constants", "simplify", "cse", "dce", "fold_control_flow", "prune_control_flow"]
     assert _names(manager.optimize_pipeline(0)) == []
     assert _names(manager.optimize_pipeline(1)) == [(cleanup, True)]
     level2 = _names(manager.optimize_pipeline(2))
-    assert level2[:2] == [(cleanup, True), (["fold_conv_bn", "fuse_matmul_add", *cleanup], True)]
+    rewrites = ["fold_conv_bn", "fuse_matmul_add", "hoist_loop_invariants"]
+    assert level2[:2] == [(cleanup, True), (rewrites + cleanup, True)]
     phases = {p.name: p.phase for p in mdsl.passes.registered_passes().values()}
     late2 = [name for names, _ in level2[2:] for name in names]
     assert all(phases[n] in ("layout", "fusion") for n in late2)
@@ -254,4 +255,4 @@ def test_a_failure_inside_optimize_names_the_passes_of_earlier_groups(restored_p
 
     with pytest.raises(PassError) as info:
         mdsl.optimize(small_graph(), level=2)
-    assert "(run after fold_constants, simplify, cse, dce, fold_constants" in str(info.value)
+    assert "(run after fold_constants, simplify, cse, dce, fold_control_flow" in str(info.value)

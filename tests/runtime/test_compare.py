@@ -238,7 +238,7 @@ def test_integer_and_boolean_tensors_are_compared_too():
     ("kwargs", "error", "match"),
     [
         ({"backend": "cuda"}, mdsl.ExecutionError, r"no compare backend 'cuda'; known: .*expr"),
-        ({"reference": "c"}, mdsl.ExecutionError, "no compare backend 'c'"),
+        ({"reference": "tpu"}, mdsl.ExecutionError, "no compare backend 'tpu'"),
         ({"reference_dtype": "int32"}, mdsl.DTypeError, "float32 or float64, got int32"),
         ({"reference_dtype": "float128"}, mdsl.DTypeError, "unknown dtype"),
     ],

@@ -1,0 +1,145 @@
+"""Timing and machine facts for the benchmarks.
+
+`measure(fn)` warms `fn` up, then takes repeated samples and returns the median time of
+one call; fast functions are called several times per sample so a sample is never
+shorter than about a millisecond (timer resolution and loop overhead stay negligible).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+SAMPLE_SECONDS = 1e-3
+
+
+@dataclass
+class Timing:
+    median_s: float
+    min_s: float
+    samples: int
+    calls_per_sample: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def measure(
+    fn, *, budget_s: float = 0.25, min_samples: int = 7, max_samples: int = 400, warmup: int = 3
+) -> Timing:
+    """Median seconds per call of `fn()` after warmup, within about `budget_s` (slow
+    functions get fewer warmup calls and samples, at least 3)."""
+    once = _timed(fn)
+    if once < 0.05:
+        for _ in range(warmup - 1):
+            fn()
+        once = max(_timed(fn), 1e-9)
+    if once > 1.0:
+        min_samples = 3
+    elif once > 0.1:
+        min_samples = min(min_samples, 5)
+    number = max(1, int(SAMPLE_SECONDS / once))
+    samples = min(max(int(budget_s / (once * number)), min_samples), max_samples)
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return Timing(statistics.median(times), min(times), samples, number)
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def compiler_version(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return "unknown"
+
+
+def machine_facts() -> dict:
+    """CPU model, core count, vector extensions, library versions."""
+    import numpy
+    import onnxruntime
+    import torch
+
+    flags = cpu_flags()
+    vector = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "vector_isa": " ".join(vector),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "gcc": compiler_version(os.environ.get("CC") or "gcc"),
+        "blas_env": {k: os.environ.get(k) for k in BLAS_ENV},
+    }
+
+
+def cpu_busy_fraction(seconds: float = 0.5) -> float:
+    """The fraction of all CPUs busy (with anything) over the next `seconds`."""
+
+    def snapshot():
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        idle = values[3] + (values[4] if len(values) > 4 else 0)
+        return idle, sum(values)
+
+    try:
+        idle0, total0 = snapshot()
+        time.sleep(seconds)
+        idle1, total1 = snapshot()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = max(total1 - total0, 1)
+    return 1.0 - (idle1 - idle0) / total
+
+
+def wait_for_quiet(max_wait_s: float, busy_limit: float = 0.1) -> tuple[float, float]:
+    """Wait (at most `max_wait_s`) until other processes leave the CPUs nearly idle;
+    returns (the busy fraction last seen, seconds waited)."""
+    start = time.perf_counter()
+    busy = cpu_busy_fraction()
+    while busy > busy_limit and time.perf_counter() - start < max_wait_s:
+        busy = cpu_busy_fraction(1.0)
+    return busy, time.perf_counter() - start
+
+
+def clean_blas_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` without the variables that force an old OpenBLAS core type."""
+    return {k: v for k, v in env.items() if k not in BLAS_ENV}

@@ -1,0 +1,183 @@
+"""mdsl benchmarks (`make bench`): mdsl-c and mdsl-numba against numpy, PyTorch eager,
+ONNX Runtime and hand-written fused C loops, plus a STREAM triad; writes RESULTS.md.
+
+Every workload runs in its own process, all contenders side by side at 1 and 2 threads;
+each figure is the median over repeated calls after warmup. The parent process probes
+which OpenBLAS kernel runs with the environment as given and without
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE; when every OpenBLAS it loads is a current build, the
+benchmark processes run without those two variables (the parent's environment is left
+as it is).
+
+    python benchmarks/run.py                   # everything, writes benchmarks/RESULTS.md
+    python benchmarks/run.py --only W1-4M,W7   # a subset (RESULTS.md is still written)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "RESULTS.md"
+BUILD = ROOT / "build" / "bench"
+WORKER_TIMEOUT_S = 300
+MIN_OPENBLAS = (0, 3, 27)  # first releases that know Sapphire Rapids / SkylakeX well
+
+WORKLOAD_KEYS = ["W1-4M", "W1-64K", "W2", "W3", "W4", "W5-b1", "W5-b8", "W6-b1", "W6-b8", "W7"]
+EXTRA_KEYS = ["STREAM", "memory", "compile"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only", help="comma-separated keys: " + ",".join(WORKLOAD_KEYS + EXTRA_KEYS)
+    )
+    parser.add_argument("--threads", default="1,2", help="thread counts, e.g. 1,2")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=120,
+        help="seconds in all the run may wait for other processes to leave the CPUs idle "
+        "before a workload starts (default 120; 0 never waits)",
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.worker:
+        import worker
+
+        result = worker.run(args.worker, threads, BUILD)
+        args.json.write_text(json.dumps(result, indent=1))
+        return 0
+    return orchestrate(args, threads)
+
+
+def orchestrate(args, threads: list[int]) -> int:
+    import harness
+    import report
+
+    started = time.perf_counter()
+    facts = harness.machine_facts()
+    print(f"mdsl benchmarks on {facts['cpu']} ({facts['cores']} cores, {facts['vector_isa']})")
+    probes = probe_blas_settings()
+    env, env_note = choose_env(probes)
+    print(f"benchmark processes: {env_note}", flush=True)
+    keys = args.only.split(",") if args.only else WORKLOAD_KEYS + EXTRA_KEYS
+    budget = [args.wait_quiet]
+    results = [run_worker(key, threads, env, budget) for key in keys]
+    elapsed = time.perf_counter() - started
+    text = report.render(facts, probes, env_note, results, threads, elapsed)
+    args.out.write_text(text)
+    print(f"\nwrote {args.out} ({elapsed:.0f} s)")
+    print(report.target_summary(results, threads))
+    return 0
+
+
+# -- BLAS settings --------------------------------------------------------------------------------------
+def probe_blas_settings() -> dict[str, dict]:
+    """Which OpenBLAS kernel runs, and the SGEMM speed, with the environment as given,
+    cleaned, and (when not already so) forced to the Haswell core type."""
+    import harness
+
+    settings = {"as given": dict(os.environ), "cleaned": harness.clean_blas_env(dict(os.environ))}
+    if os.environ.get("OPENBLAS_CORETYPE") is None:
+        settings["OPENBLAS_CORETYPE=Haswell"] = {
+            **settings["cleaned"],
+            "OPENBLAS_CORETYPE": "Haswell",
+        }
+    probes = {}
+    for label, env in settings.items():
+        probes[label] = run_probe(env)
+        libs = ", ".join(
+            f"{lib['library']} {lib['version']} {lib['architecture']}"
+            for lib in probes[label].get("openblas", [])
+        )
+        gemm = probes[label].get("sgemm_gflops")
+        print(f"BLAS ({label}): {libs}; mdsl's SGEMM 128x3072x768 1 thread: {gemm} GFLOP/s")
+    return probes
+
+
+def run_probe(env: dict[str, str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.json"
+        cmd = [sys.executable, str(HERE / "run.py"), "--worker", "blas-probe", "--json", str(out)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0 or not out.is_file():
+            return {"error": (proc.stderr or proc.stdout)[-2000:]}
+        return json.loads(out.read_text())
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+def choose_env(probes: dict[str, dict]) -> tuple[dict[str, str], str]:
+    """The cleaned environment when every OpenBLAS loaded is current and computed a
+    correct SGEMM under it; otherwise the environment as given."""
+    import harness
+
+    cleaned = probes.get("cleaned", {})
+    libs = cleaned.get("openblas", [])
+    current = bool(libs) and all(_version(lib["version"]) >= MIN_OPENBLAS for lib in libs)
+    if current and cleaned.get("sgemm_ok"):
+        unset = [k for k in harness.BLAS_ENV if k in os.environ]
+        what = f"unset {', '.join(unset)}" if unset else "neither variable was set"
+        return harness.clean_blas_env(dict(os.environ)), f"cleaned BLAS environment ({what})"
+    return dict(os.environ), "environment as given (an OpenBLAS build is too old to clean it)"
+
+
+# -- workers ---------------------------------------------------------------------------------------------
+def run_worker(key: str, threads: list[int], env: dict[str, str], wait_budget: list[float]) -> dict:
+    """Runs one worker process; first waits, within what is left of `wait_budget[0]`, for
+    the machine to be quiet, and records how busy it was."""
+    import harness
+
+    busy, waited = harness.wait_for_quiet(wait_budget[0])
+    wait_budget[0] = max(0.0, wait_budget[0] - waited)
+    note = f" (other processes kept {busy:.0%} of the CPUs busy)" if busy > 0.1 else ""
+    print(f"\n== {key}{note}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable,
+            str(HERE / "run.py"),
+            "--worker",
+            key,
+            "--threads",
+            ",".join(map(str, threads)),
+            "--json",
+            str(out),
+        ]
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, env=env, timeout=WORKER_TIMEOUT_S)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+        took = time.perf_counter() - start
+        if code != 0 or not out.is_file():
+            print(f"   {key} failed ({code}) after {took:.0f} s", flush=True)
+            return {"key": key, "error": f"worker exited with {code}", "busy_before": busy}
+        result = json.loads(out.read_text())
+        result["wall_s"] = took
+        result["busy_before"] = busy
+        result["busy_after"] = harness.cpu_busy_fraction()
+        return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

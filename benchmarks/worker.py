@@ -1,0 +1,382 @@
+"""One benchmark process: runs one workload (or the BLAS probe, STREAM, memory or compile
+figures) and returns a JSON-ready dict. Started by run.py, one process per key."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import harness
+import numpy as np
+
+NUMBA_MISSING = "mdsl/runtime/numba_backend.py is not there yet"
+WORKLOAD_BUDGET_S = 200  # past this, a workload's remaining contenders are skipped
+
+
+class Skip(Exception):
+    """An implementation that cannot run here; the message says why."""
+
+
+@dataclass
+class Impl:
+    name: str
+    setup: Callable[[int], Callable]  # threads -> a function computing the output
+    checks: bool = True
+
+
+def run(key: str, threads: list[int], build_dir: Path) -> dict:
+    special = {
+        "blas-probe": probe_blas,
+        "STREAM": stream,
+        "memory": memory,
+        "compile": compile_times,
+    }
+    if key in special:
+        return special[key](threads, build_dir)
+    return run_workload(key, threads, build_dir)
+
+
+# -- a workload, every implementation side by side --------------------------------------------------
+def run_workload(key: str, threads: list[int], build_dir: Path) -> dict:
+    import hand_c
+    import torch
+    import workloads
+    from threadpoolctl import threadpool_limits
+
+    torch.set_grad_enabled(False)
+    wl = workloads.WORKLOADS[key]()
+    lib = hand_c.load(build_dir)
+    impls = implementations(wl, lib)
+    reference = None
+    deadline = time.perf_counter() + WORKLOAD_BUDGET_S
+    out = {
+        "key": key,
+        "title": wl.title,
+        "notes": wl.notes,
+        "bytes_moved": wl.bytes_moved,
+        "flops": wl.flops,
+        "results": {},
+        "compile_s": {},
+    }
+    for t in threads:
+        with threadpool_limits(limits=t):
+            torch.set_num_threads(t)
+            if reference is None:
+                reference = np.asarray(wl.torch(_torch_feeds(wl.feeds)))
+            for impl in impls:
+                if time.perf_counter() > deadline:
+                    entry = {"skipped": f"over the {WORKLOAD_BUDGET_S} s budget of a workload"}
+                else:
+                    entry = _measure_impl(impl, t, reference, wl.tol, out["compile_s"])
+                out["results"].setdefault(impl.name, {})[str(t)] = entry
+                _print_entry(key, t, impl.name, entry)
+    return out
+
+
+def _measure_impl(impl: Impl, threads: int, reference, tol: float, compile_s: dict) -> dict:
+    try:
+        start = time.perf_counter()
+        fn = impl.setup(threads)
+        compile_s.setdefault(impl.name, time.perf_counter() - start)
+        result = fn()
+    except Skip as e:
+        return {"skipped": str(e)}
+    except Exception as e:  # a contender failing is a result, not a crash of the benchmark
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    entry = {}
+    if impl.checks:
+        got = np.asarray(result, dtype=np.float32).reshape(reference.shape)
+        err = float(np.max(np.abs(got - reference)))
+        entry["max_abs_err"] = err
+        entry["ok"] = bool(err <= tol * max(1.0, float(np.max(np.abs(reference)))))
+    entry.update(harness.measure(fn).to_json())
+    return entry
+
+
+def _print_entry(key: str, t: int, name: str, entry: dict) -> None:
+    if "median_s" in entry:
+        err = f"  max|err| {entry['max_abs_err']:.1e}" if "max_abs_err" in entry else ""
+        bad = "" if entry.get("ok", True) else "  MISMATCH"
+        print(
+            f"   {key:7s} {t}T {name:14s} {fmt_time(entry['median_s']):>10s}{err}{bad}", flush=True
+        )
+    else:
+        print(
+            f"   {key:7s} {t}T {name:14s} {entry.get('skipped') or entry.get('error')}", flush=True
+        )
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def _torch_feeds(feeds: dict) -> dict:
+    import torch
+
+    return {k: torch.from_numpy(v) for k, v in feeds.items()}
+
+
+def implementations(wl, lib) -> list[Impl]:
+    impls = []
+    if wl.hand is not None:
+        impls.append(Impl("hand-C", _hand_setup(wl, lib, wl.hand)))
+        if wl.key.startswith("W1"):
+            import workloads
+
+            impls.append(Impl("hand-C libm", _hand_setup(wl, lib, workloads.w1_libm_hand)))
+    impls += [
+        Impl("mdsl-c", _mdsl_setup(wl, "c")),
+        Impl("mdsl-numba", _mdsl_setup(wl, "numba")),
+        Impl("onnxruntime", _ort_setup(wl)),
+        Impl("torch", _torch_setup(wl)),
+        Impl("numpy", lambda t: lambda: wl.numpy(wl.feeds)),
+    ]
+    if wl.key == "W7":
+        impls.append(Impl("bare cffi call", lambda t: lib.hc_noop, checks=False))
+    return impls
+
+
+def _hand_setup(wl, lib, make):
+    def setup(threads):
+        lib.hc_set_threads(threads)
+        fn, out = make(lib, wl.feeds)
+
+        def call():
+            fn()
+            return out
+
+        return call
+
+    return setup
+
+
+def _mdsl_setup(wl, backend: str):
+    import mdsl
+
+    graph = wl.graph()
+    executables = {}
+
+    def setup(threads):
+        if backend == "numba" and importlib.util.find_spec("mdsl.runtime.numba_backend") is None:
+            raise Skip(NUMBA_MISSING)
+        exe = executables.get(threads)
+        if exe is None:
+            exe = executables[threads] = mdsl.compile(graph, backend=backend, threads=threads)
+        feeds = wl.feeds
+        exe.run(feeds)  # compiles the variant of graphs with symbolic dims
+        _set_threads(exe, threads)
+        return lambda: exe.run(feeds)["y"]
+
+    return setup
+
+
+def _set_threads(exe, threads: int) -> None:
+    """Re-apply the thread count: the C backend sets it only when a variant is loaded, and
+    OpenMP's and OpenBLAS's counts are process-wide (shared by every executable)."""
+    variant = exe._latest()
+    lib = getattr(variant, "lib", None)
+    if lib is not None and hasattr(lib, "mdsl_set_threads"):
+        lib.mdsl_set_threads(threads)
+
+
+def _ort_setup(wl):
+    import onnx_graphs
+
+    model = wl.onnx()
+
+    def setup(threads):
+        session = onnx_graphs.session(model, threads)
+        name = session.get_inputs()[0].name
+        feeds = {name: wl.feeds["x"]}
+        return lambda: session.run(None, feeds)[0]
+
+    return setup
+
+
+def _torch_setup(wl):
+    def setup(threads):
+        feeds = _torch_feeds(wl.feeds)
+        return lambda: wl.torch(feeds)
+
+    return setup
+
+
+# -- STREAM triad ------------------------------------------------------------------------------------------
+STREAM_N = 64 * 2**20  # 3 arrays of 256 MiB: far beyond every cache
+
+
+def stream(threads: list[int], build_dir: Path) -> dict:
+    import hand_c
+
+    lib = hand_c.load(build_dir)
+    a = np.zeros(STREAM_N, np.float32)
+    b = np.ones(STREAM_N, np.float32)
+    c = np.full(STREAM_N, 2.0, np.float32)
+    pa, pb, pc = hand_c.ptr(a), hand_c.ptr(b), hand_c.ptr(c)
+    out = {"key": "STREAM", "n": STREAM_N, "gbps": {}, "results": {}}
+    for t in threads:
+        lib.hc_set_threads(t)
+        timing = harness.measure(lambda: lib.hc_triad(pa, pb, pc, STREAM_N, 3.0), budget_s=1.0)
+        gbps = 3 * 4 * STREAM_N / timing.median_s / 1e9
+        out["gbps"][str(t)] = gbps
+        out["results"][str(t)] = timing.to_json()
+        print(f"   STREAM  {t}T triad {gbps:.1f} GB/s ({fmt_time(timing.median_s)})", flush=True)
+    assert float(a[12345]) == 7.0
+    return out
+
+
+# -- memory plans -----------------------------------------------------------------------------------------
+def memory(threads: list[int], build_dir: Path) -> dict:
+    """exe.memory for the ResNet block and BERT-base: the plan of the optimized graph (the
+    same Plan the C backend compiles; building it needs no C compiler)."""
+    import workloads
+
+    import mdsl
+    from examples.bert import bert
+    from examples.resnet_block import build as resnet
+    from mdsl.codegen.plan import build_plan
+
+    models = {
+        "ResNet block b1": lambda: resnet(batch=1),
+        "ResNet block b8": lambda: resnet(batch=8),
+        "BERT-base 12 layers b1": lambda: bert(12, 768, 12, seq=128, batch=1),
+        "BERT-base 12 layers b8": lambda: bert(12, 768, 12, seq=128, batch=8),
+    }
+    out = {"key": "memory", "models": {}}
+    for name, make in models.items():
+        g = make()
+        workloads.randomize_params(g, "")
+        plan = build_plan(mdsl.optimize(g, level=2))
+        m = plan.memory
+        out["models"][name] = {
+            "arena_bytes": m.arena_bytes,
+            "lower_bound_bytes": m.lower_bound_bytes,
+            "naive_bytes": m.naive_bytes,
+            "kernels": len(plan.kernels),
+        }
+        print(
+            f"   memory  {name}: arena {m.arena_bytes / 2**20:.2f} MiB, lower bound "
+            f"{m.lower_bound_bytes / 2**20:.2f} MiB, naive {m.naive_bytes / 2**20:.2f} MiB",
+            flush=True,
+        )
+    return out
+
+
+# -- compile time ----------------------------------------------------------------------------------------
+def compile_times(threads: list[int], build_dir: Path) -> dict:
+    """optimize, build_plan and render_c of a 12-layer BERT-base graph, timed separately;
+    the first mdsl.compile (with the C compiler) and cached ones."""
+    import workloads
+
+    import mdsl
+    from examples.bert import bert
+    from mdsl.codegen.c_target import render_c
+    from mdsl.codegen.plan import build_plan
+
+    start = time.perf_counter()
+    g = bert(12, 768, 12, seq=128, batch=1)
+    build_s = time.perf_counter() - start
+    workloads.randomize_params(g, "")
+    stages = {"optimize": [], "build_plan": [], "render_c": []}
+    for _ in range(3):
+        t0 = time.perf_counter()
+        optimized = mdsl.optimize(g, level=2)
+        t1 = time.perf_counter()
+        plan = build_plan(optimized)
+        t2 = time.perf_counter()
+        render_c(plan)
+        t3 = time.perf_counter()
+        for stage, took in zip(stages, (t1 - t0, t2 - t1, t3 - t2)):
+            stages[stage].append(took)
+    medians = {k: statistics.median(v) for k, v in stages.items()}
+    start = time.perf_counter()
+    mdsl.compile(g, backend="c")
+    first_s = time.perf_counter() - start
+    cached = []
+    for _ in range(3):
+        start = time.perf_counter()
+        mdsl.compile(g, backend="c")
+        cached.append(time.perf_counter() - start)
+    out = {
+        "key": "compile",
+        "nodes": len(g),
+        "build_graph_s": build_s,
+        "stages_s": medians,
+        "codegen_s": sum(medians.values()),
+        "first_compile_s": first_s,
+        "cached_compile_s": statistics.median(cached),
+    }
+    print(
+        f"   compile BERT-base ({len(g)} nodes): "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in medians.items())
+        + f"; first compile {first_s:.2f} s; cached {out['cached_compile_s']:.3f} s",
+        flush=True,
+    )
+    return out
+
+
+# -- which OpenBLAS kernel runs -----------------------------------------------------------------------------
+def probe_blas(threads: list[int], build_dir: Path) -> dict:
+    """threadpoolctl's view of every OpenBLAS loaded (numpy's and mdsl's scipy-openblas32)
+    and the single-thread SGEMM speed of mdsl's BLAS on the W4 shape."""
+    import scipy_openblas32
+    from threadpoolctl import threadpool_info
+
+    lib_path = next(
+        Path(scipy_openblas32.get_lib_dir()).glob(f"lib{scipy_openblas32.get_library()}*.so*")
+    )
+    blas = ctypes.CDLL(str(lib_path))
+    info = [
+        {
+            "library": Path(i["filepath"]).name,
+            "version": i.get("version") or "?",
+            "architecture": i.get("architecture") or "?",
+            "threads": i.get("num_threads"),
+        }
+        for i in threadpool_info()
+        if i.get("internal_api") == "openblas"
+    ]
+    gflops, ok = _sgemm_speed(blas)
+    return {"openblas": info, "sgemm_gflops": round(gflops, 1), "sgemm_ok": ok}
+
+
+def _sgemm_speed(blas) -> tuple[float, bool]:
+    m, n, k = 128, 3072, 768
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c = np.empty((m, n), np.float32)
+    blas.scipy_openblas_set_num_threads(1)
+    sgemm = blas.scipy_cblas_sgemm
+    sgemm.restype = None
+    f = ctypes.c_float
+    p = ctypes.c_void_p
+
+    def call():
+        sgemm(
+            101,
+            111,
+            111,
+            m,
+            n,
+            k,
+            f(1.0),
+            p(a.ctypes.data),
+            k,
+            p(b.ctypes.data),
+            n,
+            f(0.0),
+            p(c.ctypes.data),
+            n,
+        )
+
+    timing = harness.measure(call, budget_s=0.3)
+    ok = bool(np.allclose(c, a.astype(np.float64) @ b, atol=1e-3, rtol=1e-4))
+    return 2.0 * m * n * k / timing.median_s / 1e9, ok

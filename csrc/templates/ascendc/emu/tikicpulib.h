@@ -1,0 +1,23 @@
+/* mdsl AscendC emulation: the CPU launch entry points (ICPU_RUN_KF, GmAlloc). */
+#pragma once
+
+#include <cstdlib>
+
+#include "kernel_operator.h"
+
+namespace AscendC {
+enum class KernelMode { MIX_MODE, AIC_MODE, AIV_MODE };
+inline void SetKernelMode(KernelMode) {}
+inline void *GmAlloc(size_t size) {
+    void *p = std::aligned_alloc(64, (size + 63) / 64 * 64);
+    mdsl_emu::RegisterGm(p, size, "GmAlloc");
+    return p;
+}
+inline void GmFree(void *p) {
+    mdsl_emu::gmRegions().erase(reinterpret_cast<uintptr_t>(p));
+    std::free(p);
+}
+}  // namespace AscendC
+
+#define ICPU_RUN_KF(func, blockDim, ...) \
+    ::mdsl_emu::RunKernel(#func, (blockDim), [&]() { func(__VA_ARGS__); })

@@ -1,0 +1,581 @@
+"""Import rules for ONNX ops that are not a plain table entry (see `onnx_ops`).
+
+Two kinds:
+
+- version adapters: ops whose meaning or signature changed across opsets in ways a
+  table entry cannot say (Softmax before opset 13 flattens to 2-D; Clip's bounds were
+  attributes before opset 11; Resize's inputs moved; Split, reductions, Dropout, ...);
+- compositions: ONNX ops mdsl spells as several of its ops (Sum, Mean, LRN, Selu,
+  Softsign, RMSNormalization, ...). Their nodes are grouped in a layer named after the
+  ONNX node, so the graph still shows one block per ONNX op.
+
+A rule is `rule(ctx, node) -> list of output Tensors` (None for an ONNX output mdsl does
+not produce); `ctx` is the importer (`onnx_import._Importer`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
+from mdsl.frontends.onnx_values import array_from_tensor_proto, attr_from_array
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import GraphError
+from mdsl.ops.registry import get_op
+
+RULES: dict = {}
+# ONNX input positions each rule needs as compile-time values (the conformance runner
+# binds such inputs of the ONNX test cases from their data).
+RULE_CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {}
+
+
+def rule(*op_types: str, constant_inputs: tuple[int, ...] = ()):
+    def register(fn):
+        for op_type in op_types:
+            RULES[op_type] = fn
+            if constant_inputs:
+                RULE_CONSTANT_INPUTS[op_type] = constant_inputs
+        return fn
+
+    return register
+
+
+def split_scope(name: str):
+    from mdsl.frontends.onnx_import import split_scope as split
+
+    return split(name)
+
+
+def emit1(ctx, op_type: str, *inputs, **attrs):
+    """Record one mdsl node and return its single output."""
+    return ctx.emit(op_type, list(inputs), attrs)[0]
+
+
+def constant_value(node) -> np.ndarray:
+    """The value of an ONNX Constant node."""
+    attrs = node.attrs
+    if "value" in attrs:
+        return array_from_tensor_proto(attrs["value"])
+    scalars = {
+        "value_float": np.float32,
+        "value_floats": np.float32,
+        "value_int": np.int64,
+        "value_ints": np.int64,
+    }
+    for key, dtype in scalars.items():
+        if key in attrs:
+            value = np.array(attrs[key], dtype=dtype)
+            value.setflags(write=False)
+            return value
+    kinds = ", ".join(attrs) or "none"
+    raise GraphError(f"Constant holds {kinds}; mdsl supports numeric tensors only")
+
+
+def import_mdsl_op(ctx, node) -> list:
+    """A node of the mdsl domain (written by mdsl's exporter): the registered op."""
+    from mdsl.frontends.onnx_import import convert_attrs
+
+    opdef = get_op(node.op_type)
+    attrs = convert_attrs(node, opdef, None)
+    inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs))]
+    with ctx.scope_of(node) as leaf:
+        return ctx.emit(node.op_type, inputs, attrs, name=leaf)
+
+
+def _mapped(ctx, node, attrs: dict, inputs: list, op_type: str | None = None) -> list:
+    with ctx.scope_of(node) as leaf:
+        return ctx.emit(op_type or node.op_type, inputs, attrs, name=leaf)
+
+
+def _attr(node, key: str, default):
+    return node.attrs.get(key, default)
+
+
+# -- version adapters -----------------------------------------------------------------------
+@rule("Softmax", "LogSoftmax", "Hardmax")
+def softmax_family(ctx, node) -> list:
+    """Before opset 13 these flatten x to 2-D at `axis` (default 1) and work on the
+    second dim; from 13 on they work on the one axis (default -1)."""
+    x = ctx.input_tensor(node, 0)
+    legacy = node.opset < 13
+    axis = int(_attr(node, "axis", 1 if legacy else -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    if node.op_type == "Hardmax":
+        with ctx.scope_of(node, composite=True):
+            if legacy and axis != x.ndim - 1:
+                flat = emit1(ctx, "Flatten", x, axis=axis)
+                return [emit1(ctx, "Reshape", _hardmax(ctx, flat, 1), shape=x.shape)]
+            return [_hardmax(ctx, x, axis)]
+    if not legacy or axis == x.ndim - 1:
+        return _mapped(ctx, node, {"axis": axis}, [x])
+    with ctx.scope_of(node, composite=True):
+        flat = emit1(ctx, "Flatten", x, axis=axis)
+        y = emit1(ctx, node.op_type, flat, axis=-1)
+        return [emit1(ctx, "Reshape", y, shape=x.shape)]
+
+
+def _hardmax(ctx, x, axis: int):
+    index = emit1(ctx, "ArgMax", x, axis=axis, keepdims=False)
+    values = np.array([0, 1], dtype=x.dtype.np)
+    return emit1(ctx, "OneHot", index, values, depth=x.shape[axis], axis=axis)
+
+
+@rule("Clip")
+def clip(ctx, node) -> list:
+    """Clip's bounds are attributes before opset 11 and optional inputs after."""
+    x = ctx.input_tensor(node, 0)
+    if node.opset < 11:
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
+        bounds = [None if b is None else np.array(b, dtype=x.dtype.np) for b in (lo, hi)]
+    else:
+        bounds = [ctx.input_tensor(node, 1), ctx.input_tensor(node, 2)]
+    return _mapped(ctx, node, {}, [x, *bounds])
+
+
+_RESIZE_ATTRS = ("mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a")
+
+
+@rule("Resize", "Upsample", constant_inputs=(1, 2, 3))
+def resize(ctx, node) -> list:
+    """Upsample and Resize-10 take (X, scales) and interpolate "asymmetric"ally; from
+    opset 11 Resize takes (X, roi, scales, sizes) and says how in its attributes."""
+    x = ctx.input_tensor(node, 0)
+    _refuse_resize_features(node)
+    legacy = node.op_type == "Upsample" or node.opset < 11
+    attrs = {
+        k: _text(node.attrs[k]) if k != "cubic_coeff_a" else float(node.attrs[k])
+        for k in _RESIZE_ATTRS
+        if k in node.attrs
+    }
+    if "exclude_outside" in node.attrs:
+        attrs["exclude_outside"] = bool(node.attrs["exclude_outside"])
+    if "axes" in node.attrs:
+        attrs["axes"] = tuple(int(a) for a in node.attrs["axes"])
+    if legacy:
+        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        if attrs.get("mode") in ("bilinear", "trilinear"):
+            attrs["mode"] = "linear"
+        given = {"scales": ctx.constant_input(node, 1, "scales")}
+    else:
+        given = {
+            "scales": ctx.constant_input(node, 2, "scales"),
+            "sizes": ctx.constant_input(node, 3, "sizes"),
+        }
+    for key, value in given.items():
+        if value is not None and value.size:
+            kind = "list[float]" if key == "scales" else "list[int]"
+            attrs[key] = attr_from_array(value, kind, key)
+    return _mapped(ctx, node, attrs, [x], op_type="Resize")
+
+
+def _refuse_resize_features(node) -> None:
+    problems = []
+    if int(_attr(node, "antialias", 0)):
+        problems.append("antialias=1")
+    if _text(_attr(node, "keep_aspect_ratio_policy", "stretch")) != "stretch":
+        problems.append("keep_aspect_ratio_policy other than 'stretch'")
+    if _text(_attr(node, "coordinate_transformation_mode", "")) == "tf_crop_and_resize":
+        problems.append("coordinate_transformation_mode 'tf_crop_and_resize' (roi)")
+    if problems:
+        raise GraphError(f"mdsl's Resize does not support {', '.join(problems)}")
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@rule("Split", constant_inputs=(1,))
+def split(ctx, node) -> list:
+    """Sizes are an attribute before opset 13, an input after; with neither (nor
+    num_outputs, opset 18) the dim splits evenly into one piece per output."""
+    x = ctx.input_tensor(node, 0)
+    attrs = {"axis": int(_attr(node, "axis", 0))}
+    sizes = node.attrs.get("split") if node.opset < 13 else ctx.constant_input(node, 1, "split")
+    if sizes is not None and len(sizes):
+        attrs["split"] = attr_from_array(np.asarray(sizes), "list[int]", "split")
+    else:
+        attrs["num_outputs"] = int(_attr(node, "num_outputs", len(node.outputs)))
+    return _mapped(ctx, node, attrs, [x])
+
+
+@rule(*sorted(REDUCTIONS), "ReduceLogSum", constant_inputs=(1,))
+def reduce(ctx, node) -> list:
+    """Axes are an attribute or (ReduceSum from 13, the others from 18) an input; empty
+    axes reduce everything unless noop_with_empty_axes, which makes the op an identity."""
+    x = ctx.input_tensor(node, 0)
+    since = 18 if node.op_type == "ReduceLogSum" else MAPPINGS[node.op_type].attr_inputs[0].since
+    if node.opset >= since:
+        axes = ctx.constant_input(node, 1, "axes")
+    else:
+        axes = node.attrs.get("axes")
+    axes = (
+        None
+        if axes is None or not len(axes)
+        else attr_from_array(np.asarray(axes), "list[int]", "axes")
+    )
+    attrs = {"axes": axes, "keepdims": bool(_attr(node, "keepdims", 1))}
+    if axes is None and int(_attr(node, "noop_with_empty_axes", 0)):
+        return _mapped(ctx, node, {}, [x], op_type="Identity")
+    if node.op_type == "ReduceLogSum":
+        with ctx.scope_of(node, composite=True):
+            return [emit1(ctx, "Log", emit1(ctx, "ReduceSum", x, **attrs))]
+    if x.dtype == DType.bool_ and node.op_type in ("ReduceMax", "ReduceMin"):
+        with ctx.scope_of(node, composite=True):  # any / all, over 0s and 1s
+            as_int = emit1(ctx, "Cast", x, to=DType.uint8)
+            reduced = emit1(ctx, node.op_type, as_int, **attrs)
+            return [emit1(ctx, "Cast", reduced, to=DType.bool_)]
+    return _mapped(ctx, node, attrs, [x])
+
+
+@rule("Dropout", constant_inputs=(1, 2))
+def dropout(ctx, node) -> list:
+    """Inference dropout only: training_mode (an input from opset 12) must be false."""
+    x = ctx.input_tensor(node, 0)
+    attrs = {}
+    if "seed" in node.attrs:
+        attrs["seed"] = int(node.attrs["seed"])
+    if node.opset < 12:
+        if "ratio" in node.attrs:
+            attrs["ratio"] = float(node.attrs["ratio"])
+    else:
+        ratio = ctx.constant_input(node, 1, "ratio")
+        if ratio is not None:
+            attrs["ratio"] = float(ratio.reshape(-1)[0])
+        training = ctx.constant_input(node, 2, "training_mode")
+        if training is not None and bool(training.reshape(-1)[0]):
+            raise GraphError(
+                "training_mode=true is not supported (mdsl's Dropout is inference only)"
+            )
+    outputs = _mapped(ctx, node, attrs, [x])
+    if len(node.outputs) > 1 and node.outputs[1] in ctx.used:
+        with ctx.scope_of(node, composite=True):  # in inference the mask keeps everything
+            outputs.append(emit1(ctx, "Expand", np.bool_(True), shape=x.shape))
+    return outputs
+
+
+@rule("CastLike")
+def cast_like(ctx, node) -> list:
+    """Cast to the element type of the second input."""
+    target = ctx.type_of(node.inputs[1]).dtype
+    return _mapped(ctx, node, {"to": target}, [ctx.input_tensor(node, 0)], op_type="Cast")
+
+
+@rule("Range", constant_inputs=(0, 1, 2))
+def range_(ctx, node) -> list:
+    """mdsl's Range takes start, limit and delta as attributes: they must be constants."""
+    values = [
+        ctx.constant_input(node, i, what) for i, what in enumerate(("start", "limit", "delta"))
+    ]
+    dtype = DType.of(values[0].dtype)
+    start, limit, delta = (float(v.reshape(-1)[0]) for v in values)
+    return _mapped(ctx, node, {"start": start, "limit": limit, "delta": delta, "dtype": dtype}, [])
+
+
+@rule("GroupNormalization")
+def group_norm(ctx, node) -> list:
+    """Opsets 18-20 give scale and bias per group; mdsl (like opset 21) per channel."""
+    x, scale, bias = (ctx.input_tensor(node, i) for i in range(3))
+    groups = int(node.attrs["num_groups"])
+    attrs = {"num_groups": groups, "epsilon": float(_attr(node, "epsilon", 1e-5))}
+    if node.opset >= 21 or scale.shape[0] == x.shape[1]:
+        return _mapped(ctx, node, attrs, [x, scale, bias])
+    channels = x.shape[1]
+    if not isinstance(channels, int):
+        raise GraphError("per-group scale needs a static channel count")
+    with ctx.scope_of(node, composite=True):
+        per_channel = [_repeat_per_group(ctx, t, groups, channels // groups) for t in (scale, bias)]
+        return [emit1(ctx, "GroupNormalization", x, *per_channel, **attrs)]
+
+
+def _repeat_per_group(ctx, t, groups: int, size: int):
+    column = emit1(ctx, "Unsqueeze", t, axes=(1,))
+    wide = emit1(ctx, "Expand", column, shape=(groups, size))
+    return emit1(ctx, "Reshape", wide, shape=(groups * size,))
+
+
+@rule("QuantizeLinear", "DequantizeLinear")
+def quantize(ctx, node) -> list:
+    """Per-tensor and per-axis (de)quantization; blocked quantization is refused."""
+    from mdsl.frontends.onnx_import import import_mapped
+
+    if int(_attr(node, "block_size", 0)):
+        raise GraphError("blocked quantization (block_size > 0) is not supported")
+    if node.op_type == "DequantizeLinear" and int(_attr(node, "output_dtype", 0)):
+        raise GraphError("DequantizeLinear with output_dtype is not supported")
+    kept = {k: v for k, v in node.attrs.items() if k not in ("block_size", "precision")}
+    if node.op_type == "QuantizeLinear" and not int(kept.get("output_dtype", 1) or 0):
+        kept.pop("output_dtype", None)
+    if node.op_type == "DequantizeLinear":
+        kept.pop("output_dtype", None)
+    trimmed = _with_attrs(node, kept)
+    return import_mapped(ctx, trimmed, MAPPINGS[node.op_type])
+
+
+def _with_attrs(node, attrs: dict):
+    from dataclasses import replace
+
+    return replace(node, attrs=attrs)
+
+
+@rule("Cast")
+def cast(ctx, node) -> list:
+    to = dtype_from_onnx(int(node.attrs["to"]))
+    if to is None:
+        raise GraphError(f"Cast to element type {node.attrs['to']} is not supported")
+    return _mapped(ctx, node, {"to": to}, [ctx.input_tensor(node, 0)])
+
+
+@rule("Pow")
+def pow_(ctx, node) -> list:
+    """ONNX lets the exponent's type differ from the base's (the result has the base's);
+    mdsl's Pow takes one type, so the exponent is cast, or for an integer base with a
+    float exponent the power is taken in the exponent's type and cast back."""
+    base, exponent = ctx.input_tensor(node, 0), ctx.input_tensor(node, 1)
+    if base.dtype == exponent.dtype:
+        return _mapped(ctx, node, {}, [base, exponent])
+    with ctx.scope_of(node, composite=True):
+        if base.dtype.is_float or not exponent.dtype.is_float:
+            return [emit1(ctx, "Pow", base, emit1(ctx, "Cast", exponent, to=base.dtype))]
+        wide = emit1(ctx, "Cast", base, to=exponent.dtype)
+        return [emit1(ctx, "Cast", emit1(ctx, "Pow", wide, exponent), to=base.dtype)]
+
+
+@rule("LayerNormalization")
+def layer_norm(ctx, node) -> list:
+    """mdsl's LayerNormalization gives Y only; where a model reads ONNX's Mean or
+    InvStdDev outputs too, they are computed beside it (in float32, stash_type 1)."""
+    from mdsl.frontends.onnx_import import import_mapped
+
+    outputs = import_mapped(ctx, node, MAPPINGS["LayerNormalization"])
+    if not any(out in ctx.used for out in node.outputs[1:3] if out):
+        return outputs
+    if int(_attr(node, "stash_type", 1)) != 1:
+        raise GraphError("LayerNormalization's Mean/InvStdDev with stash_type other than 1")
+    x = ctx.input_tensor(node, 0)
+    axis = int(_attr(node, "axis", -1))
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    epsilon = float(_attr(node, "epsilon", 1e-5))
+    with ctx.scope_of(node, composite=True):
+        wide = x if x.dtype == DType.float32 else emit1(ctx, "Cast", x, to=DType.float32)
+        mean = emit1(ctx, "ReduceMean", wide, axes=axes, keepdims=True)
+        centered = emit1(ctx, "Sub", wide, mean)
+        variance = emit1(ctx, "ReduceMean", emit1(ctx, "Mul", centered, centered), axes=axes)
+        inv_std = emit1(ctx, "Reciprocal", emit1(ctx, "Sqrt", emit1(ctx, "Add", variance, epsilon)))
+    return [outputs[0], mean, inv_std]
+
+
+@rule("If")
+def if_(ctx, node) -> list:
+    """An If node: its branches become the subgraphs of an mdsl If (`mdsl.cond`). When
+    the condition is known at import time (a rank or shape test, as in the bodies of
+    ONNX functions) the branch it picks is imported in place of the node."""
+    from mdsl.builder.control_flow import cond
+
+    branches = [node.attrs["then_branch"], node.attrs["else_branch"]]
+    known = ctx.value(node.inputs[0])
+    if known is not None and known.dtype != object and known.size == 1:
+        taken = branches[0] if bool(known.reshape(-1)[0]) else branches[1]
+        layer, leaf = split_scope(node.name or node.op_type)
+        return ctx.inline_subgraph(taken, (*ctx.scope_base, *layer, leaf))
+    pred = ctx.input_tensor(node, 0)
+    with ctx.control_flow_scope(node, "If") as name:
+        then_fn, else_fn = (lambda b=b: tuple(ctx.import_subgraph(b, [])) for b in branches)
+        result = cond(pred, then_fn, else_fn, name=name)
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+@rule("Loop")
+def loop(ctx, node) -> list:
+    """A Loop node as an mdsl While over (iteration, condition, *state): it runs while
+    the condition holds and the iteration is below the trip count M. Scan outputs (values
+    stacked over iterations) are not supported."""
+    from mdsl.builder.control_flow import while_loop
+
+    body = node.attrs["body"]
+    trip_count, condition = ctx.input_tensor(node, 0), ctx.input_tensor(node, 1)
+    state = [ctx.input_tensor(node, i) for i in range(2, len(node.inputs))]
+    if len(body.output) - 1 > len(state):
+        raise GraphError("Loop with scan outputs (per-iteration results) is not supported")
+
+    def keep_going(i, c, *_):
+        return c if trip_count is None else emit1(ctx, "And", emit1(ctx, "Less", i, trip_count), c)
+
+    def step(i, c, *values):
+        c_next, *values_next = ctx.import_subgraph(body, [i, c, *values])
+        return (emit1(ctx, "Add", i, np.int64(1)), c_next, *values_next)
+
+    with ctx.control_flow_scope(node, "While") as name:
+        g = ctx.current_graph()
+        start = [g.const(f"{name}_iteration", np.int64(0))]
+        if condition is None:
+            condition = g.const(f"{name}_condition", np.bool_(True))
+        result = while_loop(keep_going, step, (*start, condition, *state), name=name)
+    return list(result[2:])
+
+
+# -- compositions --------------------------------------------------------------------------
+def composition(*op_types: str):
+    """A rule building the ONNX op from several mdsl ops inside the node's own layer."""
+
+    def register(build):
+        @functools.wraps(build)
+        def run(ctx, node):
+            inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs))]
+            with ctx.scope_of(node, composite=True):
+                return [build(ctx, node, *inputs)]
+
+        return rule(*op_types)(run)
+
+    return register
+
+
+@composition("Sum", "Mean")
+def sum_mean(ctx, node, *xs):
+    total = xs[0]
+    for x in xs[1:]:
+        total = emit1(ctx, "Add", total, x)
+    if len(xs) == 1:
+        total = emit1(ctx, "Identity", total)
+    if node.op_type == "Mean" and len(xs) > 1:
+        total = emit1(ctx, "Div", total, float(len(xs)))
+    return total
+
+
+@composition("LRN")
+def lrn(ctx, node, x):
+    """x / (bias + alpha / size * sum of x² over `size` neighbouring channels) ** beta;
+    the channel sum is a Conv of ones over (N, 1, C, spatial)."""
+    size = int(node.attrs["size"])
+    alpha = float(_attr(node, "alpha", 1e-4))
+    beta = float(_attr(node, "beta", 0.75))
+    bias = float(_attr(node, "bias", 1.0))
+    squares = emit1(ctx, "Mul", x, x)
+    columns = emit1(ctx, "Reshape", squares, shape=(0, 1, x.shape[1], -1))
+    ones = np.ones((1, 1, size, 1), dtype=x.dtype.np)
+    before = (size - 1) // 2
+    sums = emit1(ctx, "Conv", columns, ones, pads=(before, 0, size - 1 - before, 0))
+    sums = emit1(ctx, "Reshape", sums, shape=x.shape)
+    scaled = emit1(ctx, "Add", emit1(ctx, "Mul", sums, alpha / size), bias)
+    return emit1(ctx, "Div", x, emit1(ctx, "Pow", scaled, beta))
+
+
+@composition("Selu")
+def selu(ctx, node, x):
+    alpha = float(_attr(node, "alpha", 1.67326319217681884765625))
+    gamma = float(_attr(node, "gamma", 1.05070102214813232421875))
+    return emit1(ctx, "Mul", emit1(ctx, "Elu", x, alpha=alpha), gamma)
+
+
+@composition("Celu")
+def celu(ctx, node, x):
+    alpha = float(_attr(node, "alpha", 1.0))
+    return emit1(ctx, "Mul", emit1(ctx, "Elu", emit1(ctx, "Div", x, alpha)), alpha)
+
+
+@composition("ThresholdedRelu")
+def thresholded_relu(ctx, node, x):
+    alpha = float(_attr(node, "alpha", 1.0))
+    zero = np.zeros((), dtype=x.dtype.np)
+    return emit1(ctx, "Where", emit1(ctx, "Greater", x, alpha), x, zero)
+
+
+@composition("Softsign")
+def softsign(ctx, node, x):
+    return emit1(ctx, "Div", x, emit1(ctx, "Add", emit1(ctx, "Abs", x), 1.0))
+
+
+@composition("Mish")
+def mish(ctx, node, x):
+    return emit1(ctx, "Mul", x, emit1(ctx, "Tanh", emit1(ctx, "Softplus", x)))
+
+
+@composition("Swish")
+def swish(ctx, node, x):
+    alpha = float(_attr(node, "alpha", 1.0))
+    return emit1(ctx, "Mul", x, emit1(ctx, "Sigmoid", emit1(ctx, "Mul", x, alpha)))
+
+
+@composition("Shrink")
+def shrink(ctx, node, x):
+    bias = np.array(_attr(node, "bias", 0.0)).astype(x.dtype.np)
+    lambd = np.array(_attr(node, "lambd", 0.5)).astype(x.dtype.np)
+    zero = np.zeros((), dtype=x.dtype.np)
+    low = emit1(ctx, "Less", x, -lambd)
+    high = emit1(ctx, "Greater", x, lambd)
+    upper = emit1(ctx, "Where", high, emit1(ctx, "Sub", x, bias), zero)
+    return emit1(ctx, "Where", low, emit1(ctx, "Add", x, bias), upper)
+
+
+@composition("IsInf")
+def is_inf(ctx, node, x):
+    positive = int(_attr(node, "detect_positive", 1))
+    negative = int(_attr(node, "detect_negative", 1))
+    found = [
+        emit1(ctx, "Equal", x, np.array(sign * np.inf, dtype=x.dtype.np))
+        for sign, wanted in ((1, positive), (-1, negative))
+        if wanted
+    ]
+    if not found:
+        return emit1(ctx, "Equal", x, np.array(np.nan, dtype=x.dtype.np))  # never true
+    return found[0] if len(found) == 1 else emit1(ctx, "Or", *found)
+
+
+@composition("Sinh", "Cosh")
+def sinh_cosh(ctx, node, x):
+    up, down = emit1(ctx, "Exp", x), emit1(ctx, "Exp", emit1(ctx, "Neg", x))
+    joined = emit1(ctx, "Sub" if node.op_type == "Sinh" else "Add", up, down)
+    return emit1(ctx, "Mul", joined, 0.5)
+
+
+@composition("Tan")
+def tan(ctx, node, x):
+    return emit1(ctx, "Div", emit1(ctx, "Sin", x), emit1(ctx, "Cos", x))
+
+
+@composition("LpNormalization")
+def lp_normalization(ctx, node, x):
+    axis = int(_attr(node, "axis", -1))
+    p = int(_attr(node, "p", 2))
+    if p not in (1, 2):
+        raise GraphError(f"LpNormalization with p={p} (only 1 and 2 exist)")
+    norm = emit1(ctx, "ReduceL2" if p == 2 else "ReduceL1", x, axes=(axis,), keepdims=True)
+    zero = emit1(ctx, "Equal", norm, 0.0)
+    safe = emit1(ctx, "Where", zero, np.ones((), dtype=x.dtype.np), norm)  # 0 / 1 = 0, as ONNX
+    return emit1(ctx, "Div", x, safe)
+
+
+@composition("MeanVarianceNormalization")
+def mean_variance_normalization(ctx, node, x):
+    axes = tuple(int(a) for a in _attr(node, "axes", (0, 2, 3)))
+    mean = emit1(ctx, "ReduceMean", x, axes=axes, keepdims=True)
+    centered = emit1(ctx, "Sub", x, mean)
+    variance = emit1(ctx, "ReduceMean", emit1(ctx, "Mul", centered, centered), axes=axes)
+    return emit1(ctx, "Div", centered, emit1(ctx, "Sqrt", emit1(ctx, "Add", variance, 1e-9)))
+
+
+@composition("RMSNormalization")
+def rms_normalization(ctx, node, x, scale):
+    """x / sqrt(mean(x², axes from `axis` on) + epsilon) * scale, computed in float32
+    (stash_type 1) and cast back to x's type before the scale."""
+    axis = int(_attr(node, "axis", -1))
+    epsilon = float(_attr(node, "epsilon", 1e-5))
+    if int(_attr(node, "stash_type", 1)) != 1:
+        raise GraphError("RMSNormalization with stash_type other than 1 (float32)")
+    first = axis + x.ndim if axis < 0 else axis
+    wide = x if x.dtype == DType.float32 else emit1(ctx, "Cast", x, to=DType.float32)
+    mean_square = emit1(
+        ctx, "ReduceMean", emit1(ctx, "Mul", wide, wide), axes=tuple(range(first, x.ndim))
+    )
+    normalized = emit1(
+        ctx, "Mul", wide, emit1(ctx, "Rsqrt", emit1(ctx, "Add", mean_square, epsilon))
+    )
+    if x.dtype != DType.float32:
+        normalized = emit1(ctx, "Cast", normalized, to=x.dtype)
+    return emit1(ctx, "Mul", normalized, scale)
+
+
+def supported_op_types() -> set[str]:
+    """Every ONNX op type the importer can import (table entries and rules)."""
+    return set(MAPPINGS) | set(RULES) | {"Constant"}

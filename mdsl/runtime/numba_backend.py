@@ -1,0 +1,248 @@
+"""The numba backend: specialize -> plan -> render Python -> load the module -> run.
+
+It runs the same Plan as the C backend, for machines without a C compiler (and for
+comparison): `mdsl.codegen.numba_target` renders one Python module per shape variant
+with one numba function per kernel and a plain-Python `run` driver.
+
+Design choices:
+
+- The driver is plain Python, not one big `@njit`: each kernel compiles lazily on its
+  first call (a graph's first run pays numba's compile time kernel by kernel, a kernel
+  that never runs costs nothing), Python callbacks are ordinary calls between kernels
+  (no object mode), and GEMM goes through numpy's `matmul` (numba's `np.dot` needs SciPy,
+  which mdsl does not depend on).
+- The module text is written, named by its content hash, to `<cache dir>/numba/` (the
+  C backend's cache dir) and executed from there, so `cache=True` kernels are stored by
+  numba beside it and a later process loads them instead of compiling. The text that
+  runs is always the one just rendered; the file only anchors numba's cache.
+- Compile time: structurally equal kernels (repeated layers) share one function, pure
+  copies are numpy strided copies (nothing to compile), and `threads=1` renders no
+  `parallel=True` kernels (the slowest to compile).
+- Half floats: numba has no float16/bfloat16 arithmetic, so the driver stages those
+  buffers through float32 copies around each kernel (`numba_support.widen/narrow`).
+- Threads: `threads=` sets numba's thread count for `prange` kernels of the calling
+  thread. With numba's "workqueue" threading layer (not thread-safe) runs of parallel
+  kernels are serialized; the "omp" and "tbb" layers run concurrently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba.core.errors import NumbaError
+
+from mdsl.codegen.numba_target import render_numba
+from mdsl.codegen.plan import Plan, build_plan
+from mdsl.codegen.specialize import specialize
+from mdsl.codegen.toolchain import cache_dir
+from mdsl.ir.errors import CompileError, ExecutionError, MdslError
+from mdsl.ir.graph import Graph
+from mdsl.runtime import numba_support
+from mdsl.runtime.executable import KernelInfo
+from mdsl.runtime.kernels import node_kernel
+
+ALIGN = 64
+_MODULES: dict[str, types.ModuleType] = {}
+_LOAD_LOCK = threading.Lock()
+_WORKQUEUE_LOCK = threading.Lock()
+
+
+class NumbaBackend:
+    """Compiles graph variants to numba kernels (`mdsl.compile(g, backend="numba")`)."""
+
+    name = "numba"
+
+    def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
+        static = specialize(graph, symbols) if symbols else graph
+        plan = build_plan(static)
+        source = render_numba(plan, parallel=threads != 1)
+        module, path = load_module(source)
+        return NumbaVariant(plan, {f"{_file_stem(graph.name)}.py": source}, module, path, threads)
+
+
+def _file_stem(name: str) -> str:
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
+    return cleaned[:40] or "graph"
+
+
+# -- loading generated modules -------------------------------------------------------------------
+def load_module(source: str) -> tuple[types.ModuleType, Path]:
+    """The module executing `source` (one per distinct text in this process) and the file
+    anchoring numba's cache of its kernels."""
+    key = _module_key(source)
+    with _LOAD_LOCK:
+        module = _MODULES.get(key)
+        if module is None:
+            path = _publish(source, f"mdsl_{key}.py")
+            module = _MODULES[key] = _execute(source, f"mdsl_numba_{key}", path)
+        return module, Path(module.__file__)
+
+
+def _module_key(source: str) -> str:
+    """Hash of the text, numba's version and the support module's code: cached kernels
+    inline support helpers, so a changed helper must not reuse them."""
+    h = hashlib.sha256(source.encode())
+    h.update(_support_fingerprint())
+    return h.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _support_fingerprint() -> bytes:
+    support = Path(numba_support.__file__).read_bytes()
+    return numba.__version__.encode() + b"\0" + hashlib.sha256(support).digest()
+
+
+def _publish(source: str, filename: str) -> Path:
+    """Write `source` to the cache folder (atomically, unless the same text is there)."""
+    try:
+        return _write_once(cache_dir() / "numba", filename, source)
+    except OSError:  # an unwritable cache dir: a private folder still lets numba cache
+        return _write_once(_private_dir(), filename, source)
+
+
+def _write_once(folder: Path, filename: str, source: str) -> Path:
+    path = folder / filename
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.read_text(encoding="utf-8") == source:
+            return path  # untouched, so numba's cache stamps stay valid
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".py", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return path
+
+
+_PRIVATE: list[Path] = []
+
+
+def _private_dir() -> Path:
+    if not _PRIVATE:
+        _PRIVATE.append(Path(tempfile.mkdtemp(prefix="mdsl-numba-")))
+    return _PRIVATE[0]
+
+
+def _execute(source: str, name: str, path: Path) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module  # numba resolves a cached kernel's globals through it
+    try:
+        exec(compile(source, str(path), "exec"), module.__dict__)
+    except Exception as e:
+        del sys.modules[name]
+        raise CompileError(f"the generated numba module {path} does not load: {e}") from e
+    return module
+
+
+# -- running -----------------------------------------------------------------------------------
+@dataclass
+class NumbaVariant:
+    plan: Plan
+    sources: dict[str, str]
+    module: types.ModuleType
+    path: Path
+    threads: int | None
+    _local: threading.local = field(default_factory=threading.local)
+
+    def __post_init__(self):
+        self._consts = [np.ascontiguousarray(c).reshape(-1) for c in self.plan.constants]
+        self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
+        self._arena_size = self.plan.memory.arena_bytes + ALIGN
+        self._parallel = "parallel=True" in next(iter(self.sources.values()))
+
+    def kernel_infos(self) -> list[KernelInfo]:
+        from mdsl.codegen.c_target import _KIND
+
+        return [
+            KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
+            for k in self.plan.kernels
+        ]
+
+    def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in self.plan.inputs]
+        outputs = [np.empty(_shape(t), t.dtype.np) for t in self._outputs]
+        flat = [o.reshape(-1) for o in outputs]
+        with self._thread_setup():
+            try:
+                self.module.run(inputs, flat, self._consts, self._arena(), self._callback)
+            except NumbaError as e:
+                raise CompileError(
+                    f"graph {self.plan.graph.name!r}: numba could not compile a kernel of "
+                    f"{self.path}: {e}"
+                ) from e
+        return dict(zip(self.plan.outputs, outputs))
+
+    @contextlib.contextmanager
+    def _thread_setup(self):
+        if self.threads:
+            numba.set_num_threads(max(1, min(int(self.threads), numba.config.NUMBA_NUM_THREADS)))
+        if self._parallel and not _threadsafe_layer():
+            with _WORKQUEUE_LOCK:
+                yield
+        else:
+            yield
+
+    def _arena(self) -> np.ndarray:
+        arena = getattr(self._local, "arena", None)
+        if arena is None:
+            raw = np.empty(self._arena_size, np.uint8)
+            shift = (-raw.ctypes.data) % ALIGN
+            arena = self._local.arena = raw[shift : shift + self.plan.memory.arena_bytes]
+        return arena
+
+    def _callback(self, index: int, buffers: list) -> None:
+        """Run callback `index`'s node on flat buffers (its inputs, then its outputs)."""
+        node = self.plan.callbacks[index]
+        try:
+            args = [
+                None if b is None else b.reshape(_stored_shape(t)).copy()
+                for b, t in zip(buffers, node.inputs)
+            ]
+            _, kernel = node_kernel(node)
+            specs = [(_stored_shape(t), t.dtype.np) for t in node.outputs]
+            results = kernel(args, specs)
+            for b, t, value in zip(buffers[len(node.inputs) :], node.outputs, results):
+                shape = _stored_shape(t)
+                np.copyto(b.reshape(shape), np.asarray(value, t.dtype.np).reshape(shape))
+        except MdslError as e:
+            raise e.with_context(node=node.name, op_type=node.op_type, source=node.source) from e
+        except Exception as e:
+            raise ExecutionError(
+                f"implementation raised {type(e).__name__}: {e}",
+                node=node.name,
+                op_type=node.op_type,
+                source=node.source,
+            ) from e
+
+
+def _shape(t) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _stored_shape(t) -> tuple[int, ...]:
+    """The shape `t`'s buffer holds: its storage shape (layout pass, TransData)."""
+    return tuple(int(d) for d in t.type.storage_shape)
+
+
+def _threadsafe_layer() -> bool:
+    """Whether numba's threading layer lets threads run parallel kernels concurrently
+    (unknown until the first parallel kernel ran: then assume not)."""
+    try:
+        return numba.threading_layer() != "workqueue"
+    except ValueError:
+        return False

@@ -1,0 +1,679 @@
+"""The profiler: `exe.profile(feeds, runs=10)` times every kernel of a compiled graph.
+
+What is timed, per backend:
+
+- "c": a profiling build of the variant, `render_c(plan, profile=True)`, a separate
+  library in the build cache whose `mdsl_run_profile` reads CLOCK_MONOTONIC around each
+  kernel call. The normal build has no timers, so profiling costs nothing when unused.
+- "numba": each kernel call of the Python driver (a timed copy of the generated `run`,
+  calling the same compiled numba functions).
+- "python": each node of the interpreter (the "kernels" are the graph's nodes).
+
+FLOPs and bytes per kernel come from the Kernel IR: a GEMM does 2*M*N*K per batch, a
+convolution 2*N*Cout*OH*OW*(Cin/groups)*KH*KW, a pooling window one op per element;
+pointwise and row kernels count one op per element per operation of their expressions
+(an exp, a compare or a select count one each; loads, constants and casts count none),
+epilogues likewise over the GEMM/convolution output. Bytes are the sizes of the buffers a
+kernel reads plus those it writes (no cache modelling). A Python callback is costed by its
+node's op (MatMul/Gemm/Conv formulas, an expression's op count per element, one op per
+input element for reductions, none for data movement).
+
+>>> import numpy as np, mdsl
+>>> with mdsl.Graph("mlp") as g:
+...     x = g.input("x", (64, 32))
+...     h = mdsl.ops.relu(x @ mdsl.param("w", (32, 16)))
+...     g.output(mdsl.ops.exp(h), "y")
+>>> prof = mdsl.compile(g, backend="c").profile({"x": np.ones((64, 32), np.float32)}, runs=2)
+>>> [(k.op_type, k.flops) for k in prof.kernels]
+[('MatMul+Relu+Exp', 67584)]
+>>> prof.kernels[0].flops == 2 * 64 * 16 * 32 + 2 * 64 * 16   # GEMM + relu, exp epilogue
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mdsl import expr as E
+from mdsl.codegen import kir
+from mdsl.ir.errors import ExecutionError, MdslError
+from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.runtime.feeds import bind_feeds
+
+TABLE_WIDTH = 100
+TOP = 15
+LAYER_DEPTH = 2
+FREE_OPS = frozenset({"var", "const", "cast"})  # no arithmetic: not counted as FLOPs
+
+
+# -- the result ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class KernelProfile:
+    """One kernel (a node, for the python backend) over every timed run.
+
+    `starts[r]` is when it began in run r (seconds after that run began), `times[r]` how
+    long it took; `flops` and `bytes` are per run (see the module doc)."""
+
+    name: str
+    kind: str
+    op_type: str  # the op types of its nodes, "MatMul+Relu"
+    layer: str  # the deepest layer path holding all its nodes ("" for the top level)
+    nodes: tuple[str, ...]
+    flops: int
+    bytes: int
+    starts: tuple[float, ...]
+    times: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        """Mean seconds per run."""
+        return float(np.mean(self.times)) if self.times else 0.0
+
+    @property
+    def gflops(self) -> float:
+        """Achieved GFLOP/s over the mean time (nan when too fast to time)."""
+        return _rate(self.flops, self.mean)
+
+    @property
+    def gbps(self) -> float:
+        """Achieved GB/s over the mean time (nan when too fast to time)."""
+        return _rate(self.bytes, self.mean)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileGroup:
+    """Kernels sharing a key (an op type, a layer path), summed."""
+
+    key: str
+    kernels: int
+    seconds: float  # mean seconds per run, summed over the kernels
+    flops: int
+    bytes: int
+
+    @property
+    def gflops(self) -> float:
+        return _rate(self.flops, self.seconds)
+
+    @property
+    def gbps(self) -> float:
+        return _rate(self.bytes, self.seconds)
+
+
+@dataclass
+class Profile:
+    """What `exe.profile` measured: `.kernels` in schedule order, `.wall` (seconds of each
+    whole run, as `exe.run` takes it), `.table()` and `.to_chrome_trace(path)`."""
+
+    graph: str
+    backend: str
+    kernels: list[KernelProfile]
+    wall: tuple[float, ...]
+    run_starts: tuple[float, ...]  # time.perf_counter() at each run's start
+    symbols: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> int:
+        return len(self.wall)
+
+    @property
+    def unit(self) -> str:
+        """What was timed: "kernels", or "nodes" for the python backend."""
+        return "nodes" if self.backend == "python" else "kernels"
+
+    @property
+    def wall_mean(self) -> float:
+        return float(np.mean(self.wall)) if self.wall else 0.0
+
+    @property
+    def kernel_seconds(self) -> float:
+        """Mean seconds per run spent inside kernels (the rest is call overhead)."""
+        return sum(k.mean for k in self.kernels)
+
+    @property
+    def flops(self) -> int:
+        return sum(k.flops for k in self.kernels)
+
+    @property
+    def bytes(self) -> int:
+        return sum(k.bytes for k in self.kernels)
+
+    def by(self, key: str, depth: int = LAYER_DEPTH) -> list[ProfileGroup]:
+        """Kernels grouped by "kernel", "op" (op types) or "layer" (path cut to `depth`
+        parts), most time first."""
+        keys = {
+            "kernel": lambda k: k.name,
+            "op": lambda k: k.op_type,
+            "layer": lambda k: _layer_prefix(k.layer, depth),
+        }
+        if key not in keys:
+            raise ExecutionError(f"profile groups are kernel, op or layer, not {key!r}")
+        groups: dict[str, list[KernelProfile]] = {}
+        for k in self.kernels:
+            groups.setdefault(keys[key](k), []).append(k)
+        rows = [
+            ProfileGroup(
+                name,
+                len(ks),
+                sum(k.mean for k in ks),
+                sum(k.flops for k in ks),
+                sum(k.bytes for k in ks),
+            )
+            for name, ks in groups.items()
+        ]
+        return sorted(rows, key=lambda r: -r.seconds)
+
+    # -- text ---------------------------------------------------------------------------------
+    def summary(self) -> str:
+        shape = " ".join(f"{s}={v}" for s, v in sorted(self.symbols.items()))
+        where = f"{self.backend}, {shape}" if shape else self.backend
+        unit = self.unit
+        wall = f"run {_us(self.wall_mean)} us (min {_us(min(self.wall, default=0.0))})"
+        inside = self.kernel_seconds
+        share = f" = {100 * inside / self.wall_mean:.0f}% of it" if self.wall_mean else ""
+        return (
+            f"profile {self.graph!r} ({where}): {self.runs} runs, {len(self.kernels)} {unit}\n"
+            f"{wall}, {unit} {_us(inside)} us{share}\n"
+            f"{_count(self.flops)}FLOP and {_count(self.bytes)}B a run: "
+            f"{_fixed(_rate(self.flops, inside))} GFLOP/s, "
+            f"{_fixed(_rate(self.bytes, inside))} GB/s in {unit}"
+        )
+
+    def table(self, top: int = TOP, depth: int = LAYER_DEPTH, width: int = TABLE_WIDTH) -> str:
+        """The summary, then the `top` kernels, op types and layers (to `depth` path parts)
+        by time, in at most `width` columns."""
+        total = self.kernel_seconds
+        lines = self.summary().splitlines()
+        lines += ["", *self._kernel_lines(top, total, width)]
+        for key, title in (("op", "op type"), ("layer", f"layer (depth {depth})")):
+            lines += ["", *self._group_lines(self.by(key, depth), title, top, total, width)]
+        return "\n".join(_clip(line, width) for line in lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _kernel_lines(self, top: int, total: float, width: int) -> list[str]:
+        name_w, op_w = 20, 16
+        layer_w = max(8, width - name_w - op_w - len(_numbers_header()) - 2)
+        head = f"{self.unit[:-1]:<{name_w}} {'op types':<{op_w}} {'layer':<{layer_w}}"
+        lines = [head + _numbers_header()]
+        ranked = sorted(self.kernels, key=lambda k: -k.mean)
+        for k in ranked[:top]:
+            cells = (
+                f"{_clip(_local_name(k), name_w):<{name_w}} {_clip(k.op_type, op_w):<{op_w}} "
+                f"{_shorten(k.layer or '(top)', layer_w):<{layer_w}}"
+            )
+            lines.append(cells + _numbers(k.mean, total, k.gflops, k.gbps))
+        lines += _rest_line(ranked[top:], total, self.unit)
+        return lines
+
+    def _group_lines(self, groups, title: str, top: int, total: float, width: int) -> list[str]:
+        key_w = max(12, width - 8 - len(_numbers_header()))
+        lines = [f"{title:<{key_w}} {self.unit:>7}" + _numbers_header()]
+        for g in groups[:top]:
+            label = _shorten(g.key or "(top)", key_w)
+            lines.append(
+                f"{label:<{key_w}} {g.kernels:>7}" + _numbers(g.seconds, total, g.gflops, g.gbps)
+            )
+        rest = groups[top:]
+        if rest:
+            seconds = sum(g.seconds for g in rest)
+            lines.append(f"  (+{len(rest)} more: {_us(seconds)} us, {_pct(seconds, total)}%)")
+        return lines
+
+    # -- Chrome trace -------------------------------------------------------------------------
+    def trace_events(self) -> list[dict]:
+        """Chrome trace events: one "X" (complete) event per run and per kernel per run,
+        times in microseconds from the first run's start; kernels nest in their run."""
+        pid, tid = 1, 1
+        unit = "node" if self.backend == "python" else "kernel"
+        events: list[dict] = [
+            _meta("process_name", pid, None, f"mdsl {self.graph} ({self.backend})"),
+            _meta("thread_name", pid, tid, "run"),
+        ]
+        origin = self.run_starts[0] if self.run_starts else 0.0
+        for r, (start, wall) in enumerate(zip(self.run_starts, self.wall)):
+            base = (start - origin) * 1e6
+            events.append(_complete(f"run {r}", "run", base, wall * 1e6, pid, tid, {"run": r}))
+            for k in self.kernels:
+                args = {
+                    unit: k.name,
+                    "nodes": list(k.nodes),
+                    "op_type": k.op_type,
+                    "layer": k.layer,
+                    "flops": k.flops,
+                    "bytes": k.bytes,
+                    "GFLOP/s": _json_rate(k.flops, k.times[r]),
+                    "GB/s": _json_rate(k.bytes, k.times[r]),
+                }
+                ts = base + k.starts[r] * 1e6
+                events.append(_complete(k.name, k.kind, ts, k.times[r] * 1e6, pid, tid, args))
+        return events
+
+    def to_chrome_trace(self, path) -> Path:
+        """Write the trace (JSON, Chrome trace event format) that Perfetto
+        (ui.perfetto.dev) and chrome://tracing open; returns the path."""
+        doc = {
+            "traceEvents": self.trace_events(),
+            "displayTimeUnit": "ms",
+            "otherData": {
+                "graph": self.graph,
+                "backend": self.backend,
+                "runs": self.runs,
+                "symbols": dict(self.symbols),
+            },
+        }
+        target = Path(os.fspath(path))
+        try:
+            target.write_text(json.dumps(doc, allow_nan=False))
+        except OSError as e:
+            raise ExecutionError(f"cannot write the trace {target}: {e.strerror or e}") from None
+        return target
+
+
+def _meta(name: str, pid: int, tid: int | None, value: str) -> dict:
+    event = {"name": name, "ph": "M", "pid": pid, "args": {"name": value}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def _complete(name, category, ts: float, dur: float, pid, tid, args) -> dict:
+    return {
+        "name": name,
+        "cat": category,
+        "ph": "X",
+        "ts": round(ts, 3),
+        "dur": round(dur, 3),
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
+
+
+# -- formatting ------------------------------------------------------------------------------
+def _rate(amount: int, seconds: float) -> float:
+    return amount / seconds / 1e9 if seconds > 0 else float("nan")
+
+
+def _json_rate(amount: int, seconds: float) -> float | None:
+    return round(amount / seconds / 1e9, 4) if seconds > 0 else None
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f}"
+
+
+def _pct(part: float, total: float) -> str:
+    return f"{100 * part / total:.1f}" if total > 0 else "-"
+
+
+def _fixed(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.2f}"
+
+
+def _count(n: float) -> str:
+    """12.6 M, 3.1 G: the number with an SI prefix (for FLOP and B)."""
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {prefix}"
+    return f"{n:g} "
+
+
+def _numbers_header() -> str:
+    return f" {'us':>9} {'%':>5} {'GFLOP/s':>8} {'GB/s':>7}"
+
+
+def _numbers(seconds: float, total: float, gflops: float, gbps: float) -> str:
+    return f" {_us(seconds):>9} {_pct(seconds, total):>5} {_fixed(gflops):>8} {_fixed(gbps):>7}"
+
+
+def _rest_line(rest: list[KernelProfile], total: float, what: str) -> list[str]:
+    if not rest:
+        return []
+    seconds = sum(k.mean for k in rest)
+    return [f"  (+{len(rest)} more {what}: {_us(seconds)} us, {_pct(seconds, total)}%)"]
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _shorten(path: str, width: int) -> str:
+    """A long layer path as its first part, an ellipsis and as much of its end as fits."""
+    from mdsl.runtime.compare import _shorten_path
+
+    return _shorten_path(path, width)
+
+
+def _local_name(k: KernelProfile) -> str:
+    """A node's name without its layer path (shown beside it); kernel names as they are."""
+    prefix = k.layer + "/"
+    return k.name[len(prefix) :] if k.layer and k.name.startswith(prefix) else k.name
+
+
+def _layer_prefix(layer: str, depth: int) -> str:
+    return "/".join(layer.split("/")[:depth]) if layer else ""
+
+
+def _common_layer(layers: list[str]) -> str:
+    """The deepest layer path holding every one of `layers`."""
+    if not layers:
+        return ""
+    parts = [layer.split("/") if layer else [] for layer in layers]
+    common = []
+    for level in zip(*parts):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return "/".join(common)
+
+
+# -- costs ------------------------------------------------------------------------------------
+def expression_ops(*roots: E.Expr) -> int:
+    """Arithmetic operations in the expressions (shared subexpressions count once).
+
+    >>> import mdsl
+    >>> x = mdsl.expr.var("x")
+    >>> expression_ops(x * mdsl.expr.sigmoid(1.702 * x))
+    3
+    """
+    return sum(1 for n in E.walk(*roots) if n.op not in FREE_OPS)
+
+
+def kernel_flops(k, node_of: Mapping[str, Node]) -> int:
+    """The FLOPs of one run of Kernel IR record `k` (see the module doc)."""
+    if isinstance(k, kir.Pointwise):
+        values = [let.value for let in k.lets] + [s.value for s in k.stores]
+        return k.size * _ops_each(values)
+    if isinstance(k, kir.Rowwise):
+        return k.outer_size * sum(_phase_ops(p, k.row_size) for p in k.phases)
+    if isinstance(k, kir.Gemm):
+        batch = math.prod(k.batch_shape)
+        return 2 * batch * k.m * k.n * k.k + _epilogue_ops(k.epilogue) * batch * k.m * k.n
+    if isinstance(k, kir.Conv):
+        outputs = k.n * k.cout * k.oh * k.ow
+        per_output = (k.c // k.group) * k.kh * k.kw
+        return 2 * outputs * per_output + _epilogue_ops(k.epilogue) * outputs
+    if isinstance(k, kir.Pool):
+        return k.n * k.c * math.prod(k.out_spatial) * math.prod(k.kernel)
+    if isinstance(k, (kir.Callback, kir.CustomCall)):
+        nodes = [node_of[ref.name] for ref in k.nodes if ref.name in node_of]
+        return sum(
+            node_flops(n, _static_shapes(n.inputs), _static_shapes(n.outputs)) for n in nodes
+        )
+    return 0
+
+
+def _ops_each(values: list) -> int:
+    """Ops of each expression counted separately (lets refer to each other by name)."""
+    return sum(expression_ops(v) for v in values)
+
+
+def _phase_ops(phase, row_size: int) -> int:
+    per_element = _ops_each([let.value for let in getattr(phase, "lets", [])])
+    if isinstance(phase, kir.Reduce):
+        return row_size * (expression_ops(phase.value) + per_element + 1)  # + the combine
+    if isinstance(phase, kir.RowStore):
+        return row_size * (expression_ops(phase.value) + per_element)
+    return expression_ops(phase.value)  # Let, Store: once per row
+
+
+def _epilogue_ops(ep: kir.Epilogue | None) -> int:
+    if ep is None:
+        return 0
+    return _ops_each([let.value for let in ep.lets] + [s.value for s in ep.stores])
+
+
+def kernel_bytes(k, buffers: Mapping) -> int:
+    """Bytes of the buffers `k` reads plus those it writes."""
+    from mdsl.codegen.plan import kernel_buffers
+
+    reads, writes = kernel_buffers(k)
+    return sum(buffers[b].nbytes for b in reads) + sum(buffers[b].nbytes for b in writes)
+
+
+def node_flops(node: Node, input_shapes: list, output_shapes: list) -> int:
+    """An estimate of one node's FLOPs from its op and shapes (None: an absent input)."""
+    if not output_shapes or output_shapes[0] is None:
+        return 0
+    out = math.prod(output_shapes[0])
+    a = input_shapes[0] if input_shapes else None
+    has_bias = len(input_shapes) > 2 and input_shapes[2] is not None
+    if node.op_type == "MatMul" and a:
+        return 2 * out * a[-1]
+    if node.op_type == "Gemm" and a and len(a) == 2:
+        k = a[0] if node.attrs.get("transA") else a[1]
+        return 2 * out * k + (out if has_bias else 0)
+    if node.op_type == "Conv" and len(input_shapes) > 1 and input_shapes[1]:
+        return 2 * out * math.prod(input_shapes[1][1:]) + (out if has_bias else 0)
+    role = _node_role(node)
+    if role == "pointwise":
+        return out * _node_expression_ops(node)
+    if role == "reduction" and a is not None:
+        return math.prod(a)
+    return 0
+
+
+def _node_role(node: Node) -> str:
+    from mdsl.passes.fusion import node_role
+
+    return node_role(node)
+
+
+def _node_expression_ops(node: Node) -> int:
+    from mdsl.codegen.lower import Unsupported, node_exprs
+
+    args = [None if t is None else E.var(f"in{i}") for i, t in enumerate(node.inputs)]
+    try:
+        return max(1, expression_ops(*node_exprs(node, args)))
+    except (Unsupported, MdslError):
+        return 1
+
+
+def node_bytes(node: Node, input_shapes: list, output_shapes: list) -> int:
+    tensors = zip([*node.inputs, *node.outputs], [*input_shapes, *output_shapes])
+    return sum(math.prod(s) * t.dtype.itemsize for t, s in tensors if t is not None and s)
+
+
+def _static_shapes(tensors) -> list:
+    return [None if t is None else tuple(int(d) for d in t.shape) for t in tensors]
+
+
+# -- timed runners: (units, run(env) -> (kernels, 2) array of start offset, duration) ----------
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    name: str
+    kind: str
+    op_type: str
+    layer: str
+    nodes: tuple[str, ...]
+    flops: int
+    bytes: int
+
+
+def _plan_units(variant) -> list[_Unit]:
+    """One unit per kernel of a compiled variant's plan."""
+    plan = variant.plan
+    node_of = {n.name: n for n in plan.graph}
+    units = []
+    for k, info in zip(plan.kernels, variant.kernel_infos()):
+        nodes = [node_of[r.name] for r in k.nodes if r.name in node_of]
+        op_types = dict.fromkeys(r.op_type for r in k.nodes)
+        units.append(
+            _Unit(
+                k.name,
+                info.kind,
+                "+".join(op_types) or "?",
+                _common_layer([n.layer for n in nodes]),
+                tuple(r.name for r in k.nodes),
+                kernel_flops(k, node_of),
+                kernel_bytes(k, plan.buffers),
+            )
+        )
+    return units
+
+
+class _CRunner:
+    def __init__(self, variant):
+        self.variant = variant
+        self.units = _plan_units(variant)
+
+    def run(self, env) -> np.ndarray:
+        _, timings = self.variant.run_profiled(env)
+        return timings
+
+
+class _NumbaRunner:
+    """Runs a timed copy of the numba variant's driver: the same call lines, a clock
+    read around each kernel's, executed among the module's compiled functions."""
+
+    def __init__(self, variant):
+        self.variant = variant
+        self.units = _plan_units(variant)
+        self.driver = _timed_numba_driver(variant)
+
+    def run(self, env) -> np.ndarray:
+        from numba.core.errors import NumbaError
+
+        v, plan = self.variant, self.variant.plan
+        inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in plan.inputs]
+        tensors = [plan.graph.outputs[name] for name in plan.outputs]
+        outputs = [np.empty(_static_shapes([t])[0], t.dtype.np).reshape(-1) for t in tensors]
+        timings = np.zeros((len(plan.kernels), 2))
+        with v._thread_setup():
+            try:
+                self.driver(
+                    inputs, outputs, v._consts, v._arena(), v._callback, timings, time.perf_counter
+                )
+            except NumbaError as e:
+                raise ExecutionError(f"graph {plan.graph.name!r}: numba failed: {e}") from e
+        return timings
+
+
+def _timed_numba_driver(variant):
+    from mdsl.codegen import numba_target as nt
+
+    plan = variant.plan
+    parallel = variant.threads != 1  # as NumbaBackend.build renders it
+    if nt.render_numba(plan, parallel=parallel) != next(iter(variant.sources.values())):
+        raise ExecutionError(
+            f"graph {plan.graph.name!r}: this numba variant was not rendered by this mdsl; "
+            "it cannot be profiled"
+        )
+    renderer = nt._ModuleRenderer(plan, nt._env().get_template("kernel.py.j2"), parallel)
+    lines = ["def run_profile(inputs, outputs, consts, arena, callback, timings, clock):"]
+    lines += ["    " + line for line in nt._buffer_lines(plan)]
+    lines.append("    t0 = clock()")
+    for step, k in enumerate(plan.kernels):
+        first = len(renderer.calls)
+        renderer.add(k)
+        lines.append("    start = clock()")
+        lines += ["    " + line for line in renderer.calls[first:]]
+        lines.append(f"    timings[{step}, 0] = start - t0")
+        lines.append(f"    timings[{step}, 1] = clock() - start")
+    namespace = dict(variant.module.__dict__)  # the compiled kernels, np, rt
+    code = compile("\n".join(lines) + "\n", f"<profile of {variant.path.name}>", "exec")
+    exec(code, namespace)
+    return namespace["run_profile"]
+
+
+class _PythonRunner:
+    """Times each node of the interpreter (inputs and constants are not timed)."""
+
+    def __init__(self, graph: Graph, symbols: dict[str, int]):
+        self.graph = graph
+        self.symbols = symbols
+        self.nodes = [n for n in graph if n.op_type not in (INPUT, CONST, OUTPUT)]
+        self.units = [self._unit(n) for n in self.nodes]
+
+    def _unit(self, node: Node) -> _Unit:
+        ins, outs = self._shapes(node.inputs), self._shapes(node.outputs)
+        tensors = zip([*node.inputs, *node.outputs], [*ins, *outs])
+        known = all(s is not None for t, s in tensors if t is not None)
+        flops = node_flops(node, ins, outs) if known else 0
+        nbytes = node_bytes(node, ins, outs) if known else 0
+        return _Unit(node.name, node.op_type, node.op_type, node.layer, (node.name,), flops, nbytes)
+
+    def _shapes(self, tensors) -> list:
+        from mdsl.runtime.feeds import concrete_shape
+
+        shapes = []
+        for t in tensors:
+            try:
+                shapes.append(None if t is None else concrete_shape(t.shape, self.symbols))
+            except MdslError:  # a data-dependent dim
+                shapes.append(None)
+        return shapes
+
+    def run(self, env) -> np.ndarray:
+        from mdsl.runtime.interpreter import _run_node
+
+        values: dict = {}
+        timings = np.zeros((len(self.nodes), 2))
+        step = 0
+        t0 = time.perf_counter()
+        for node in self.graph:
+            if node.op_type == OUTPUT:
+                continue
+            timed = node.op_type not in (INPUT, CONST)
+            start = time.perf_counter()
+            results = _run_node(node, values, env, "auto", self.symbols, {})
+            if timed:
+                timings[step] = start - t0, time.perf_counter() - start
+                step += 1
+            values.update(zip(node.outputs, results))
+        return timings
+
+
+def _runner(exe, variant, symbols: dict[str, int]):
+    backend = getattr(exe.backend, "name", "")
+    if backend == "python":
+        return _PythonRunner(variant.graph, symbols)
+    if hasattr(variant, "run_profiled"):
+        return _CRunner(variant)
+    if backend == "numba":
+        return _NumbaRunner(variant)
+    raise ExecutionError(f"backend {backend!r} cannot be profiled")
+
+
+# -- the entry point ---------------------------------------------------------------------------
+def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 1):
+    """`exe.profile(feeds, runs, warmup=...)`: see `mdsl.runtime.executable.Executable`."""
+    for name, value, least in (("runs", runs, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ExecutionError(f"profile: {name} must be an int >= {least}, got {value!r}")
+    env, symbols = bind_feeds(exe.graph, feeds)
+    variant = exe._variant(symbols)
+    runner = _runner(exe, variant, symbols)
+    for _ in range(warmup):
+        runner.run(env)
+    rows, wall, starts = [], [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        rows.append(runner.run(env))
+        wall.append(time.perf_counter() - start)
+        starts.append(start)
+    timings = np.stack(rows) if rows else np.zeros((0, len(runner.units), 2))
+    kernels = [
+        KernelProfile(
+            u.name,
+            u.kind,
+            u.op_type,
+            u.layer,
+            u.nodes,
+            u.flops,
+            u.bytes,
+            tuple(float(s) for s in timings[:, i, 0]),
+            tuple(float(d) for d in timings[:, i, 1]),
+        )
+        for i, u in enumerate(runner.units)
+    ]
+    return Profile(exe.graph.name, exe.backend.name, kernels, tuple(wall), tuple(starts), symbols)

@@ -1,0 +1,79 @@
+"""Golden files: the generated C of three small graphs (tests/golden/graphs.py), kept as
+tests/golden/<graph>.c, so a change to lowering, templates or rendering shows as a diff.
+
+After an intended change, regenerate and review:
+
+    MDSL_UPDATE_GOLDEN=1 python -m pytest tests/codegen/test_golden.py
+
+Nodes record their source relative to the working directory, so the graphs are built from
+the repository root; the golden files then read `tests/golden/graphs.py:<line>`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mdsl
+from tests.golden.graphs import GRAPHS
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE = os.environ.get("MDSL_UPDATE_GOLDEN") == "1"
+
+
+def _generated(name: str, monkeypatch) -> tuple[mdsl.Graph, object, str]:
+    monkeypatch.chdir(ROOT)
+    g = GRAPHS[name]()
+    exe = mdsl.compile(g, backend="c")
+    [source] = exe.sources.values()
+    return g, exe, source
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_generated_c_matches_the_golden_file(name, monkeypatch):
+    _, _, source = _generated(name, monkeypatch)
+    path = GOLDEN / f"{name}.c"
+    if UPDATE:
+        path.write_text(source, encoding="utf-8")
+    assert path.is_file(), f"no golden file {path.name}; create it with MDSL_UPDATE_GOLDEN=1"
+    expected = path.read_text(encoding="utf-8")
+    if source != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                source.splitlines(keepends=True),
+                f"golden/{name}.c",
+                "generated",
+            )
+        )
+        pytest.fail(f"generated C differs (MDSL_UPDATE_GOLDEN=1 regenerates):\n{diff}")
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_golden_graphs_compute_what_the_interpreter_does(name, monkeypatch):
+    g, exe, _ = _generated(name, monkeypatch)
+    [(input_name, t)] = g.inputs.items()
+    x = np.random.default_rng(0).standard_normal(tuple(t.shape)).astype(np.float32)
+    got, want = exe({input_name: x}), mdsl.interpret(g, {input_name: x})
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)
+
+
+EXPECTED_KERNELS = {
+    "pointwise_chain": [("pointwise", ["Mul", "Add", "Gelu", "Sigmoid", "Mul_1", "Add_1"])],
+    "softmax": [("row reduction", ["Softmax"])],
+    "matmul_bias_gelu": [("GEMM + epilogue", ["Gemm", "Gelu"])],  # MatMul+Add: Gemm
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_each_golden_graph_is_one_fused_kernel(name, monkeypatch):
+    _, exe, source = _generated(name, monkeypatch)
+    assert [(k.kind, list(k.nodes)) for k in exe.kernels] == EXPECTED_KERNELS[name]
+    for node in EXPECTED_KERNELS[name][0][1]:  # the header names each node and its line
+        assert f" *   {node} (" in source
+    assert source.count("tests/golden/graphs.py:") == len(EXPECTED_KERNELS[name][0][1])

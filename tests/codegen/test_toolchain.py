@@ -1,0 +1,250 @@
+"""The build cache and the compiler driver: cache hits, damaged entries rebuilt, concurrent
+builds, and CompileError carrying what a user needs to reproduce a failure.
+
+Every test here uses a private cache dir (MDSL_CACHE_DIR under tmp_path): damaging
+entries of the shared cache would slow or break other tests. Damage is written as a new
+file renamed over the old one, the way a crash or another process would leave it, so a
+library this process has loaded keeps its mapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import threading
+
+import cffi
+import numpy as np
+import pytest
+
+import mdsl
+from mdsl.codegen import toolchain
+
+SOURCE = "int mdsl_answer(void) { return 42; }\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("MDSL_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """The number of compiler runs so far (a list: one entry per run)."""
+    runs = []
+    real_run = subprocess.run
+
+    def counting_run(cmd, *args, **kwargs):
+        if "-o" in cmd:
+            runs.append(cmd)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(toolchain.subprocess, "run", counting_run)
+    return runs
+
+
+def _tc() -> toolchain.Toolchain:
+    return toolchain.default_toolchain(march_native=False)
+
+
+def _answer(library) -> int:
+    ffi = cffi.FFI()
+    ffi.cdef("int mdsl_answer(void);")
+    return ffi.dlopen(str(library)).mdsl_answer()
+
+
+def _replace_bytes(path, data: bytes) -> None:
+    """Write `data` as `path` through a rename (never in place: see the module doc)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- hits and layout ----------------------------------------------------------------------------
+def test_a_second_build_of_the_same_source_is_a_cache_hit(cache, compiles):
+    first = toolchain.build_library(SOURCE, _tc(), "answer")
+    second = toolchain.build_library(SOURCE, _tc(), "answer")
+    assert first == second and len(compiles) == 1
+    assert first.parent.parent == cache and first.name == "answer.so"
+    entry = sorted(p.name for p in first.parent.iterdir())
+    assert entry == ["answer.so", "library.sha256", "source.c"]
+    assert (first.parent / "library.sha256").read_text().strip() == _sha(first)
+    assert (first.parent / "source.c").read_text() == SOURCE
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no temporary folders
+    assert _answer(first) == 42
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda tc: (SOURCE + "\n", tc, "answer"),
+        lambda tc: (
+            SOURCE,
+            toolchain.Toolchain(tc.cc, (*tc.flags, "-O1"), tc.include_dirs, tc.link_args),
+            "answer",
+        ),
+        lambda tc: (SOURCE, tc, "other_name"),
+    ],
+    ids=["source", "flags", "library-name"],
+)
+def test_source_flags_and_library_name_are_in_the_key(cache, compiles, change):
+    tc = _tc()
+    first = toolchain.build_library(SOURCE, tc, "answer")
+    second = toolchain.build_library(*change(tc))
+    assert first.parent != second.parent and len(compiles) == 2
+    assert first.is_file() and second.is_file()
+
+
+def test_the_same_source_under_two_names_gives_two_loadable_libraries(cache):
+    """Graph names that render to the same C (comments sanitize both) each get a file."""
+    a = toolchain.build_library(SOURCE, _tc(), "x*/")
+    b = toolchain.build_library(SOURCE, _tc(), "x* /")
+    assert a.is_file() and b.is_file() and a != b
+
+
+def test_library_file_names_are_sanitized(cache):
+    library = toolchain.build_library(SOURCE, _tc(), "../../ñ\n*/evil")
+    assert library.parent.parent == cache
+    assert library.name == "_" * 10 + "evil.so"
+
+
+# -- damaged entries ----------------------------------------------------------------------------
+def _truncate(entry):
+    lib = next(entry.glob("*.so"))
+    _replace_bytes(lib, lib.read_bytes()[:100])
+
+
+def _flip_bytes(entry):
+    lib = next(entry.glob("*.so"))
+    data = bytearray(lib.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 8):
+        data[i] ^= 0xFF
+    _replace_bytes(lib, bytes(data))
+
+
+def _empty_library(entry):
+    _replace_bytes(next(entry.glob("*.so")), b"")
+
+
+def _wrong_sidecar(entry):
+    _replace_bytes(entry / "library.sha256", b"0" * 64)
+
+
+def _binary_sidecar(entry):
+    _replace_bytes(entry / "library.sha256", bytes(range(256)))
+
+
+def _no_sidecar(entry):
+    (entry / "library.sha256").unlink()
+
+
+def _no_library(entry):
+    next(entry.glob("*.so")).unlink()
+
+
+DAMAGE = [
+    _truncate,
+    _flip_bytes,
+    _empty_library,
+    _wrong_sidecar,
+    _binary_sidecar,
+    _no_sidecar,
+    _no_library,
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__.strip("_") for d in DAMAGE])
+def test_a_damaged_entry_is_detected_and_rebuilt(cache, compiles, damage):
+    library = toolchain.build_library(SOURCE, _tc(), "answer")
+    good = _sha(library)
+    damage(library.parent)
+    rebuilt = toolchain.build_library(SOURCE, _tc(), "answer")
+    assert rebuilt == library and len(compiles) == 2
+    assert _sha(rebuilt) == good  # the build is reproducible: same bytes as before
+    assert (rebuilt.parent / "library.sha256").read_text().strip() == good
+    assert _answer(rebuilt) == 42
+    assert sorted(p.name for p in cache.iterdir()) == [library.parent.name]  # no leftovers
+
+
+def test_a_damaged_library_of_a_compiled_graph_is_rebuilt_and_runs(cache):
+    with mdsl.Graph("damaged") as g:
+        x = g.input("x", (8,))
+        g.output(mdsl.ops.tanh(x) * 3.0, "y")
+    mdsl.compile(g, backend="c")
+    [library] = cache.rglob("damaged.so")
+    _flip_bytes(library.parent)
+    assert (library.parent / "library.sha256").read_text().strip() != _sha(library)
+    exe = mdsl.compile(g, backend="c")
+    assert (library.parent / "library.sha256").read_text().strip() == _sha(library)
+    x = np.linspace(-2, 2, 8, dtype=np.float32)
+    np.testing.assert_allclose(exe(x=x)["y"], np.tanh(x) * 3.0, rtol=1e-6)
+
+
+def test_concurrent_builds_of_one_source_publish_one_good_entry(cache, compiles):
+    source = SOURCE + "/* concurrent */\n"
+    results, errors = [], []
+    barrier = threading.Barrier(4)
+
+    def build():
+        try:
+            barrier.wait()
+            results.append(toolchain.build_library(source, _tc(), "answer"))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1
+    [entry] = cache.iterdir()  # one entry; losers' temporary folders are gone
+    assert (entry / "library.sha256").read_text().strip() == _sha(results[0])
+    assert _answer(results[0]) == 42
+    assert 1 <= len(compiles) <= 4
+
+
+# -- failures -----------------------------------------------------------------------------------
+def test_invalid_c_is_a_compile_error_with_stderr_command_and_kept_source(cache):
+    bad = "int broken(void) { return undeclared_symbol; }\n"
+    with pytest.raises(mdsl.CompileError) as info:
+        toolchain.build_library(bad, _tc(), "broken")
+    error = info.value
+    assert "undeclared_symbol" in error.stderr and "error" in error.stderr
+    assert error.source_path.read_text() == bad
+    assert error.source_path.parent == cache / "failed"
+    assert str(error.source_path) in error.command and "-o" in error.command
+    assert error.command[0] == _tc().cc.split()[0]
+    assert "undeclared_symbol" in str(error) and str(error.source_path) in str(error)
+    assert "command: " in str(error)
+    # the command is re-runnable as reported: it names the kept source, not a temp folder
+    rerun = subprocess.run(error.command, capture_output=True, text=True)
+    assert rerun.returncode != 0 and "undeclared_symbol" in rerun.stderr
+    assert [p.name for p in cache.iterdir()] == ["failed"]  # nothing half-written
+
+
+def test_a_bad_flag_through_mdsl_compile_is_a_compile_error(cache, monkeypatch):
+    monkeypatch.setenv("MDSL_CFLAGS", "-fno-such-mdsl-option")
+    with mdsl.Graph("flagged") as g:
+        g.output(g.input("x", (2,)) + 1.0, "y")
+    with pytest.raises(mdsl.CompileError) as info:
+        mdsl.compile(g, backend="c")
+    error = info.value
+    assert "-fno-such-mdsl-option" in error.stderr
+    assert "-fno-such-mdsl-option" in error.command
+    assert "mdsl_run" in error.source_path.read_text()  # the generated module, kept
+
+
+def test_a_compiler_that_cannot_start_is_a_compile_error(cache, monkeypatch):
+    missing = toolchain.Toolchain("/nonexistent/mdsl-cc", ("-O2",), (), ())
+    monkeypatch.setattr(toolchain, "_compiler_version", lambda cc: cc)
+    with pytest.raises(mdsl.CompileError, match="did not run") as info:
+        toolchain.build_library(SOURCE, missing, "answer")
+    assert info.value.source_path.read_text() == SOURCE

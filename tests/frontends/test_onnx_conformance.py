@@ -1,0 +1,58 @@
+"""ONNX's own node test cases through the importer and the interpreter, and back out
+through the exporter and ONNX Runtime (see docs/onnx-conformance.md)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mdsl.frontends.onnx_conformance import (
+    collect_cases,
+    documented_failures,
+    run_conformance,
+    run_export_round_trip,
+    summarize,
+)
+
+DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "onnx-conformance.md")
+REGENERATE = "regenerate docs/onnx-conformance.md with scripts/onnx_conformance.py"
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return collect_cases()
+
+
+@pytest.fixture(scope="module")
+def results(cases):
+    return run_conformance(cases=cases)
+
+
+def _documented() -> str:
+    with open(DOC) as f:
+        return f.read()
+
+
+def test_at_least_90_percent_of_supported_cases_pass(results):
+    s = summarize(results)
+    assert s["supported"] > 900  # the table covers most of ONNX's common ops
+    assert s["rate"] >= 0.90, s
+
+
+def test_every_failure_is_documented_with_its_reason(results):
+    failing = {("python", r.name) for r in results if r.status == "fail"}
+    assert all(r.reason for r in results if r.status != "pass")
+    new = failing - documented_failures(_documented())
+    assert not new, f"cases failing that the document says pass: {sorted(new)}; {REGENERATE}"
+
+
+def test_passing_cases_round_trip_through_export_and_onnxruntime(cases, results):
+    passing = {r.name for r in results if r.status == "pass"}
+    round_trip = run_export_round_trip(cases, passing)
+    failed = [(r.name, r.reason) for r in round_trip if r.status == "fail"]
+    assert not failed
+    not_checked = [r for r in round_trip if r.status == "unsupported"]
+    assert len(not_checked) < 0.05 * len(round_trip)  # only ONNX Runtime's own gaps
+    for r in not_checked:
+        assert f"`{r.name}` | not checked" in _documented()

@@ -1,0 +1,54 @@
+"""The graphs whose generated C is kept under tests/golden/ (see tests/codegen/test_golden.py).
+
+Their nodes record `tests/golden/graphs.py:<line>` as their source, and the kernel comments
+of the golden files show it: moving a line here changes the golden files. Regenerate them
+with `MDSL_UPDATE_GOLDEN=1 python -m pytest tests/codegen/test_golden.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mdsl
+from mdsl import ops
+
+
+def _values(*shape, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def pointwise_chain() -> mdsl.Graph:
+    """gelu(x * a + b) * sigmoid(x) + x: one fused loop."""
+    with mdsl.Graph("golden_pointwise_chain") as g:
+        x = g.input("x", (4, 256))
+        a = g.const("a", _values(256, seed=1))
+        b = g.const("b", _values(256, seed=2))
+        y = ops.gelu(x * a + b) * ops.sigmoid(x) + x
+        g.output(y, "y")
+    return g
+
+
+def softmax() -> mdsl.Graph:
+    """Softmax over the last axis: one row kernel (max, sum of exp, normalize)."""
+    with mdsl.Graph("golden_softmax") as g:
+        x = g.input("x", (8, 128))
+        g.output(ops.softmax(x, axis=-1), "y")
+    return g
+
+
+def matmul_bias_gelu() -> mdsl.Graph:
+    """x @ W + bias, then exact GELU: a BLAS GEMM with the bias and GELU as its epilogue."""
+    with mdsl.Graph("golden_matmul_bias_gelu") as g:
+        x = g.input("x", (16, 64))
+        w = g.const("w", _values(64, 32, seed=3))
+        bias = g.const("bias", _values(32, seed=4))
+        y = ops.gelu(x @ w + bias, approximate="none")
+        g.output(y, "y")
+    return g
+
+
+GRAPHS = {
+    "pointwise_chain": pointwise_chain,
+    "softmax": softmax,
+    "matmul_bias_gelu": matmul_bias_gelu,
+}

@@ -213,9 +213,7 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
     for name, view in zip(load_names, views):
         body.append(f"const {_ctype(view.dtype)} {name} = {_load(view, _index(view, idx))};")
     for let in k.lets:
-        body.append(
-            f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};"
-        )
+        body.append(f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};")
     for store, view in zip(k.stores, views[len(load_names) :]):
         value = r.render_as(store.value, store.access.dtype)
         body.append(_store(view, _index(view, idx), value))
@@ -407,9 +405,7 @@ def _epilogue_lines(
     for name, a in ep.loads.items():
         lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, _index(a, idx))};")
     for let in ep.lets:
-        lines.append(
-            f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};"
-        )
+        lines.append(f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};")
     for store in ep.stores:
         lines.append(
             _store(

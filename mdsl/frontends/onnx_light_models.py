@@ -9,8 +9,8 @@ vectors, so batch-norm variances stay valid), giving a model whose output depend
 its input; mdsl and ONNX Runtime then run the same model on the same random input.
 
 `check_light_model(name, backend=...)` imports, optimizes and runs one model through an
-mdsl backend ("python" is the interpreter; "c" later through `mdsl.compile`) and
-returns what happened.
+mdsl backend ("python" is the interpreter; "c" and "numba" go through `mdsl.compile`)
+and returns what happened.
 """
 
 from __future__ import annotations
@@ -118,27 +118,35 @@ class LightModelResult:
     scale: float = float("nan")  # max |ONNX Runtime output|
     import_s: float = 0.0
     optimize_s: float = 0.0
+    compile_s: float = 0.0
     mdsl_run_s: float = 0.0
     ort_run_s: float = 0.0
     error: str = ""
 
     @property
     def ok(self) -> bool:
+        """Imported and ran without an error (see `matches` for the values)."""
         return not self.error
+
+    @property
+    def matches(self) -> bool:
+        """The outputs agree with ONNX Runtime's: max abs error <= 1e-4 * max |logit|."""
+        return self.ok and bool(self.max_abs_error <= 1e-4 * self.scale)
 
 
 def check_light_model(
-    name: str, *, backend: str = "python", seed: int = 0, level: int = 2
+    name: str, *, backend: str = "python", seed: int = 0, level: int = 2, repeats: int = 1
 ) -> LightModelResult:
     """Import, optimize and run light model `name` on `backend`; compare with ONNX
-    Runtime on the same random input and weights."""
+    Runtime on the same random input and weights. Run times are the best of `repeats`
+    runs after a first one (which, for a compiled backend, follows the compilation)."""
     import mdsl
-    from mdsl.frontends.onnx_conformance import backend_runner
     from mdsl.frontends.onnx_import import import_model, mdsl_name
 
     model = logits_model(with_random_weights(load_light_model(name), seed))
     result = LightModelResult(name, len(model.graph.node))
     feeds = random_feeds(model, seed)
+    mdsl_feeds = {mdsl_name(k): v for k, v in feeds.items()}
     try:
         start = time.perf_counter()
         g = import_model(model, label=f"light_{name}")
@@ -146,14 +154,17 @@ def check_light_model(
         start = time.perf_counter()
         g = mdsl.optimize(g, level=level)
         result.optimize_s, result.optimized_nodes = time.perf_counter() - start, len(g)
-        run = backend_runner(backend)
         start = time.perf_counter()
-        outputs = run(g, {mdsl_name(k): v for k, v in feeds.items()})
-        result.mdsl_run_s = time.perf_counter() - start
+        run = _runner(g, backend, level)
+        result.compile_s = time.perf_counter() - start
+        outputs = run(mdsl_feeds)
+        result.mdsl_run_s = _best_time(
+            lambda: run(mdsl_feeds), repeats if backend != "python" else 0
+        )
     except MdslError as e:
         result.error = f"{type(e).__name__}: {e}"
         return result
-    expected, result.ort_run_s = run_onnxruntime(model, feeds)
+    expected, result.ort_run_s = run_onnxruntime(model, feeds, repeats)
     got = outputs[mdsl_name(model.graph.output[0].name)]
     diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
     result.max_abs_error = float(diff.max())
@@ -161,8 +172,29 @@ def check_light_model(
     return result
 
 
-def run_onnxruntime(model, feeds: dict) -> tuple[np.ndarray, float]:
-    """(first output, seconds of one run after a warm-up run) under ONNX Runtime."""
+def _runner(g, backend: str, level: int):
+    """feeds -> outputs on `backend` (compiled first for a compiled backend)."""
+    import mdsl
+
+    if backend == "python":
+        return lambda feeds: mdsl.interpret(g, feeds)
+    exe = mdsl.compile(g, backend=backend, opt_level=level)
+    return exe.run
+
+
+def _best_time(fn, repeats: int) -> float:
+    """Seconds of the fastest of `repeats` calls (one timed call when repeats is 0)."""
+    times = []
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run_onnxruntime(model, feeds: dict, repeats: int = 1) -> tuple[np.ndarray, float]:
+    """(first output, seconds of the best of `repeats` runs after a warm-up run) under
+    ONNX Runtime."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -170,7 +202,5 @@ def run_onnxruntime(model, feeds: dict) -> tuple[np.ndarray, float]:
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    session.run(None, feeds)
-    start = time.perf_counter()
     out = session.run(None, feeds)[0]
-    return out, time.perf_counter() - start
+    return out, _best_time(lambda: session.run(None, feeds), repeats)

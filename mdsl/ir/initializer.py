@@ -8,7 +8,7 @@ layer code gives the same weights in any graph and any process.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,8 +27,19 @@ class ParamInit:
     kind: str
     seed: int
     scale: float = 0.02
+    # the drawn value, kept once made: clones of a graph share this record, so the
+    # weights are generated once however many optimized copies or compiles there are
+    _value: list = field(default_factory=list, compare=False, repr=False)
 
     def materialize(self) -> np.ndarray:
+        """The value (read-only), generated on the first call."""
+        if not self._value:
+            value = self._draw()
+            value.setflags(write=False)
+            self._value.append(value)
+        return self._value[0]
+
+    def _draw(self) -> np.ndarray:
         if self.kind == "zeros":
             return np.zeros(self.shape, self.dtype.np)
         if self.kind == "ones":

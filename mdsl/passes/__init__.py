@@ -44,7 +44,15 @@ from mdsl.passes.manager import (
     registered_passes,
     run,
 )
+from mdsl.passes.partition import (
+    Partitioned,
+    TransferReport,
+    compare_placements,
+    partition_by_device,
+)
 from mdsl.passes.pattern import Match, Pat, PatternMatcher, PatternRewrite, rewrite_pass
+from mdsl.passes.pipeline import PipelineStages, Stage, pipeline_stages
+from mdsl.passes.placement import DeviceSpec, PlacementPolicy, place
 
 # Passes living in their own modules (layout transformation, fusion grouping, control
 # flow), if present.

@@ -89,8 +89,6 @@ class CVariant:
         outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
         self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
         self._arena_size = self.plan.memory.arena_bytes + ALIGN
-        self._thread_state: dict[int, tuple] = {}
-        self._arena_owners: list[np.ndarray] = []
         self._mdsl_run = self.lib.mdsl_run
 
     def kernel_infos(self) -> list[KernelInfo]:
@@ -130,7 +128,7 @@ class CVariant:
         return self._mdsl_run_profile
 
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
-        state = self._thread_state.get(threading.get_ident())
+        state = getattr(self._local, "state", None)
         if state is None:
             state = self._new_thread_state()
         in_ptrs, out_ptrs, arena = state
@@ -150,15 +148,14 @@ class CVariant:
         return dict(zip(self.plan.outputs, outputs))
 
     def _new_thread_state(self):
-        """Pointer tables and an arena owned by the calling thread (calls run concurrently)."""
+        """Pointer tables and an arena owned by the calling thread (calls run concurrently);
+        thread-local, so they are freed with their thread."""
         in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
         out_ptrs = _FFI.new("void *[]", max(1, len(self._output_specs)))
         raw = np.empty(self._arena_size, np.uint8)
         arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
-        state = (in_ptrs, out_ptrs, arena)
-        with _LIB_LOCK:
-            self._arena_owners.append(raw)
-            self._thread_state[threading.get_ident()] = state
+        state = self._local.state = (in_ptrs, out_ptrs, arena)
+        self._local.arena_owner = raw
         return state
 
     def _raise(self, status: int):

@@ -19,6 +19,7 @@ def compile(
     threads: int | None = None,
     march_native: bool = True,
     debug: bool = False,
+    devices: dict[str, str] | None = None,
 ) -> Executable:
     """Optimize `g` (`mdsl.optimize(g, opt_level)`) and compile it for `backend`.
 
@@ -28,9 +29,17 @@ def compile(
     `threads` sets the OpenMP/BLAS thread count (default: all cores).
     `debug=True` materializes every node's output (fused kernels store each member's
     value) so `exe.run(feeds, capture=True)` and `mdsl.compare` see every tensor.
+    `devices={"cpu": "c", "npu:0": "numba"}` places and partitions `g` by device and
+    compiles each partition with its device's backend (`mdsl.runtime.hetero`).
     """
     from mdsl.passes.manager import optimize
 
+    if devices is not None:
+        from mdsl.runtime.hetero import compile_hetero
+
+        return compile_hetero(
+            g, devices, opt_level=opt_level, threads=threads, march_native=march_native
+        )
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     optimized = optimize(g, level=opt_level)

@@ -17,8 +17,14 @@ reports:
 Step 0 is the unoptimized graph run by `backend`; if it already mismatches, no pass is to
 blame. A compiled backend ("c", "numba") compiles each step's graph as the passes left it
 (`mdsl.compile(..., opt_level=0, debug=True)`). Under the interpreter, fusion grouping
-only annotates nodes and cannot change results; bisecting the fusion groups of the
-compiled kernels one at a time is not done here.
+only annotates nodes and cannot change results.
+
+With a compiled backend, when the graph after the culprit pass has fusion groups, the
+groups are bisected too: that graph is compiled with every group split into single-node
+kernels; if it then matches, the groups are re-enabled in topological order, bisecting
+on how many are enabled, and the report names the group whose fusion makes the results
+diverge (`culprit_group`, `group_steps`), with the first tensor it changes. If the graph
+diverges with every group split, the pass itself is to blame, not a fusion group.
 
 >>> import numpy as np, mdsl
 >>> with mdsl.Graph("g") as g:
@@ -41,6 +47,7 @@ import numpy as np
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import clone_graph
+from mdsl.passes.fusion import fusion_groups
 from mdsl.passes.manager import (
     DEFAULT_MAX_ITERATIONS,
     PassInfo,
@@ -62,6 +69,7 @@ from mdsl.runtime.compare import (
 from mdsl.tools.diff import GraphDiff, diff, type_text
 
 UNOPTIMIZED = "(unoptimized)"
+COMPILED = ("c", "numba")  # backends whose kernels follow the fusion groups
 SHOWN_TOUCHED = 30
 
 
@@ -104,6 +112,22 @@ class TouchedNode:
         return tuple(d for d in self.details if d.startswith(("output", "outputs")))
 
 
+@dataclass(frozen=True, slots=True)
+class DivergentGroup:
+    """The fusion group whose fusion made the results diverge: its id and kind, its member
+    nodes as (name, op type), and its position among the graph's groups (from 1)."""
+
+    id: str
+    kind: str
+    nodes: tuple[tuple[str, str], ...]
+    position: int
+    total: int
+
+    def describe(self) -> str:
+        ops = "+".join(op for _, op in self.nodes)
+        return f"{self.id} ({self.kind}: {ops}; group {self.position} of {self.total})"
+
+
 @dataclass
 class BisectReport:
     """What `mdsl.bisect` found; `ok`, `culprit`, `first_mismatch`, `table()`,
@@ -121,6 +145,10 @@ class BisectReport:
     touched: list[TouchedNode] = field(default_factory=list)
     first_divergence: CompareRow | None = None
     diff: GraphDiff | None = None
+    group_steps: list[BisectStep] = field(default_factory=list)
+    culprit_group: DivergentGroup | None = None
+    group_divergence: CompareRow | None = None
+    group_verdict: str = ""
 
     @property
     def ok(self) -> bool:
@@ -183,6 +211,25 @@ class BisectReport:
         if self.first_divergence is not None:
             r = self.first_divergence
             lines += ["", f"First divergent tensor: `{r.tensor}` ({r.op_type}), {r.note}"]
+        if self.group_steps:
+            lines += [
+                "",
+                self.group_verdict,
+                "",
+                "| step | fusion groups fused | result | max abs |",
+            ]
+            lines.append("|---|---|---|---|")
+            lines += [
+                f"| {s.index} | {s.pass_name} | {s.result} | {_num(s.max_abs)} |"
+                for s in self.group_steps
+            ]
+        if self.culprit_group is not None:
+            group = self.culprit_group
+            members = ", ".join(f"`{name}` ({op})" for name, op in group.nodes)
+            lines += ["", f"First divergent fusion group: `{group.id}` ({group.kind}): {members}"]
+        if self.group_divergence is not None:
+            r = self.group_divergence
+            lines += ["", f"First tensor it changes: `{r.tensor}` ({r.op_type}), {r.note}"]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -199,6 +246,24 @@ class BisectReport:
             )
         if len(shown) < len(self.steps):
             lines.append(f"      (+{len(self.steps) - len(shown)} pass runs that changed nothing)")
+        return lines
+
+    def _group_lines(self, width: int) -> list[str]:
+        if not self.group_steps:
+            return []
+        head = f"{'step':>4}  {'fusion groups fused':<22}  {'result':<9}  {'max abs':>9}"
+        lines = ["", *_wrap(self.group_verdict, width), head]
+        for s in self.group_steps:
+            lines.append(f"{s.index:>4}  {s.pass_name:<22}  {s.result:<9}  {_num(s.max_abs):>9}")
+        if self.culprit_group is not None:
+            lines.append(f"first divergent fusion group: {self.culprit_group.describe()}")
+            lines += [
+                f"  {op:<18} {_shorten_path(name, width - 21)}"
+                for name, op in self.culprit_group.nodes[:SHOWN_TOUCHED]
+            ]
+        if self.group_divergence is not None:
+            r = self.group_divergence
+            lines += [f"first tensor it changes: {r.tensor} ({r.op_type})", f"  {r.note}"]
         return lines
 
     def _culprit_lines(self, width: int) -> list[str]:
@@ -218,6 +283,7 @@ class BisectReport:
         if self.first_divergence is not None:
             r = self.first_divergence
             lines += ["", f"first divergent tensor: {r.tensor} ({r.op_type})", f"  {r.note}"]
+        lines += self._group_lines(width)
         if self.outputs:
             after = self.culprit_step.pass_name if self.culprit_step else "the last pass"
             lines += ["", f"outputs after {after} against the reference:"]
@@ -492,6 +558,8 @@ def bisect(
         got = _evaluate(step, run.after, feeds, backend, run_backend, want, rtol, atol, report)
         if step.ok is False or step.error:
             _explain(report, run.info.name, last_graph, run.after, got, last_values)
+            if step.ok is False and backend in COMPILED:
+                _GroupBisection(report, run.after, feeds, run_backend, want, on_step).run(got)
             return report
         last_graph, last_values = run.after, got
     return report
@@ -529,6 +597,105 @@ def _record(step, graph, got, want, rtol, atol, report) -> Mapping:
     worst = [r.max_abs for r in report.outputs if not np.isnan(r.max_abs)]
     step.max_abs = max(worst) if worst else float("nan")
     return got
+
+
+class _GroupBisection:
+    """Which fusion group of `graph` (the culprit pass's result) makes the compiled results
+    diverge: compile it with every group split, then with the first k groups (in
+    topological order) fused, bisecting on k. Invariant: k = lo matches, k = hi does not;
+    so group hi is one whose fusion turns a match into a mismatch."""
+
+    def __init__(self, report: BisectReport, graph: Graph, feeds, run_backend, want, on_step):
+        self.report, self.graph, self.feeds = report, graph, feeds
+        self.run_backend, self.want, self.on_step = run_backend, want, on_step
+        self.groups = fusion_groups(graph)
+        self.index = report.steps[-1].index
+
+    def run(self, failing_values: Mapping) -> None:
+        total = len(self.groups)
+        if not total:
+            return
+        split, lo_values = self._evaluate(0)
+        if not split.ok:
+            self.report.group_verdict = (
+                f"with all {total} fusion groups split into single nodes the outputs still "
+                f"differ: the pass {self.report.culprit} is to blame, not a fusion group"
+            )
+            return
+        self.report.group_verdict = (
+            f"with all {total} fusion groups split the outputs match; fusing them in "
+            "topological order:"
+        )
+        lo, hi, hi_values = 0, total, failing_values
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            step, values = self._evaluate(mid)
+            if step.ok:
+                lo, lo_values = mid, values
+            else:
+                hi, hi_values = mid, values
+        self._blame(hi, lo_values, hi_values)
+
+    def _evaluate(self, fused: int) -> tuple[BisectStep, Mapping]:
+        total = len(self.groups)
+        self.index += 1
+        label = "none (all split)" if fused == 0 else f"first {fused} of {total}"
+        graph = _with_groups(self.graph, {g.id for g in self.groups[:fused]})
+        step = BisectStep(self.index, label, True, len(graph), len(graph))
+        report = self.report
+        outputs = report.outputs  # the culprit pass's outputs stay the ones reported
+        got = _evaluate(
+            step,
+            graph,
+            self.feeds,
+            report.backend,
+            self.run_backend,
+            self.want,
+            report.rtol,
+            report.atol,
+            report,
+        )
+        report.outputs = outputs
+        report.group_steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+        return step, got
+
+    def _blame(self, position: int, before: Mapping, after: Mapping) -> None:
+        group = self.groups[position - 1]
+        nodes = tuple((n.name, n.op_type) for n in group.nodes)
+        self.report.culprit_group = DivergentGroup(
+            group.id, group.kind, nodes, position, len(self.groups)
+        )
+        self.report.group_divergence = _first_changed_tensor(
+            self.graph, after, before, self.report.rtol, self.report.atol, group.id
+        )
+
+
+def _with_groups(g: Graph, fused: set[str]) -> Graph:
+    """A copy of `g` where only the groups in `fused` stay fusion groups."""
+    copy = clone_graph(g)
+    for node in copy:
+        if node.fusion_group is not None and node.fusion_group not in fused:
+            node.fusion_group = None
+    return copy
+
+
+def _first_changed_tensor(g: Graph, got: Mapping, before: Mapping, rtol, atol, group: str):
+    """The first tensor of `g` (topological order) whose value in `got` differs from the
+    same tensor in `before` (the run with group `group` split)."""
+    for node in g:
+        if node.op_type in (INPUT, CONST, OUTPUT):
+            continue
+        for t in node.outputs:
+            a, b = got.get(t.name), before.get(t.name)
+            if a is None or b is None:
+                continue
+            row = _compare_row(t.name, node, t.type, np.asarray(a), np.asarray(b), rtol, atol)
+            if not row.ok:
+                note = f"differs once {group} is fused: max abs {_num(row.max_abs)}"
+                return replace(row, note=note + (f"; {row.note}" if row.note else ""))
+    return None
 
 
 def _explain(report: BisectReport, name: str, before: Graph, after: Graph, got, prev) -> None:

@@ -431,7 +431,9 @@ def parser() -> argparse.ArgumentParser:
         "per-node accuracy of a backend against a reference; --bisect finds the pass",
         "Compare every tensor of a backend's run with a reference run (exit status 3 on "
         "a mismatch). --bisect applies the optimization passes one at a time and names "
-        "the first after which the outputs differ.",
+        "the first after which the outputs differ; with a compiled --backend (c, numba) "
+        "it then bisects that graph's fusion groups and names the one whose fusion makes "
+        "them differ.",
     )
     _model_args(s)
     _feed_args(s)

@@ -197,7 +197,14 @@ def _names(groups):
 
 
 def test_optimize_pipeline_by_level():
-    cleanup = ["fold_constants", "simplify", "cse", "dce", "fold_control_flow", "prune_control_flow"]
+    cleanup = [
+        "fold_constants",
+        "simplify",
+        "cse",
+        "dce",
+        "fold_control_flow",
+        "prune_control_flow",
+    ]
     assert _names(manager.optimize_pipeline(0)) == []
     assert _names(manager.optimize_pipeline(1)) == [(cleanup, True)]
     level2 = _names(manager.optimize_pipeline(2))

@@ -139,7 +139,9 @@ def test_the_timers_exist_only_in_the_profiling_build(c_profile):
     timed = render_c(exe.plan, profile=True)
     start, end = timed.index("/* Profiling build only"), timed.index("void mdsl_set_threads")
     assert (timed[:start] + timed[end:]).replace("#include <time.h>\n", "") == normal
-    assert "clock_gettime(CLOCK_MONOTONIC" in timed and timed.count("mdsl_start = mdsl_clock();") == 2
+    assert (
+        "clock_gettime(CLOCK_MONOTONIC" in timed and timed.count("mdsl_start = mdsl_clock();") == 2
+    )
     assert "timings[2] = mdsl_start - mdsl_t0; timings[3] = mdsl_clock() - mdsl_start;" in timed
     variant = next(iter(exe.variants().values()))
     outputs, timings = variant.run_profiled({"x": X})

@@ -4,6 +4,7 @@ and the first tensor it got wrong; correct pipelines replay exactly as mdsl.opti
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -162,3 +163,88 @@ def test_a_compiled_backend_runs_each_step_as_the_passes_left_it(restored_passes
     assert rep.culprit == "flip_add" and rep.backend == "c"
     assert rep.first_mismatch.node == "Head/Add"
     assert all(s.ok for s in rep.steps[: rep.culprit_step.index] if s.ok is not None)
+
+
+# -- fusion groups -------------------------------------------------------------------------------
+def branches() -> mdsl.Graph:
+    """Five independent pointwise chains: five fusion groups; only Branch3 has an Exp."""
+    with mdsl.Graph("branches") as g:
+        x = g.input("x", (4, 8))
+        for i in range(5):
+            with mdsl.scope(f"Branch{i}"):
+                y = x * float(i + 1) + 1.0
+                y = ops.exp(y * 0.1) if i == 3 else ops.tanh(y)
+            g.output(y, f"y{i}")
+    return g
+
+
+def plant_fused_exp_bug(monkeypatch) -> None:
+    """A planted code-generation bug: a fused kernel holding an Exp stores 1.5x its value
+    (the same nodes as single-node kernels are right)."""
+    from mdsl.codegen import plan as plan_module
+
+    lower_group = plan_module._lower_whole
+
+    def buggy(ctx, group):
+        kernels = lower_group(ctx, group)
+        if len(group.nodes) > 1 and any(n.op_type == "Exp" for n in group.nodes):
+            for k in kernels:
+                k.stores[-1].value = k.stores[-1].value * 1.5
+        return kernels
+
+    monkeypatch.setattr(plan_module, "_lower_whole", buggy)
+
+
+BRANCH_FEEDS = {"x": np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)}
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_a_fusion_group_that_diverges_once_fused_is_named(monkeypatch):
+    plant_fused_exp_bug(monkeypatch)
+    g = branches()
+    rep = mdsl.compare(g, BRANCH_FEEDS, backend="c", bisect=True)
+    assert not rep.ok and rep.culprit == "fuse" and rep.culprit_step.result == "FAIL"
+    groups = mdsl.passes.fusion.fusion_groups(mdsl.optimize(g, level=2))
+    assert len(groups) == 5
+    guilty = next(grp for grp in groups if any(n.op_type == "Exp" for n in grp.nodes))
+    named = rep.culprit_group
+    assert (named.id, named.kind, named.position, named.total) == (guilty.id, "pointwise", 4, 5)
+    assert named.nodes == tuple((n.name, n.op_type) for n in guilty.nodes)
+    assert [n for n, _ in named.nodes] == [
+        "Branch3/Mul",
+        "Branch3/Add",
+        "Branch3/Mul_1",
+        "Branch3/Exp",
+    ]
+    steps = rep.group_steps
+    assert steps[0].pass_name == "none (all split)" and steps[0].ok is True
+    assert len(steps) <= 1 + math.ceil(math.log2(5))  # bisected, not one compile per group
+    assert [s.index for s in steps] == list(range(rep.culprit_step.index + 1, steps[-1].index + 1))
+    fused = {int(s.pass_name.split()[1]): s.ok for s in steps[1:]}
+    assert fused.get(3, True) and not fused.get(4, False)  # 3 groups match, the 4th diverges
+    changed = rep.group_divergence
+    assert (changed.node, changed.op_type) == ("Branch3/Exp", "Exp")
+    want = mdsl.interpret(g, BRANCH_FEEDS, capture=True)["Branch3/Exp"]
+    assert changed.max_abs == pytest.approx(float(np.abs(0.5 * want).max()), rel=1e-4)
+    table = rep.table()
+    assert (
+        f"first divergent fusion group: {guilty.id} (pointwise: Mul+Add+Mul+Exp; group 4" in table
+    )
+    assert "with all 5 fusion groups split the outputs match" in table
+    assert max(map(len, table.splitlines())) <= 100
+    md = rep.to_markdown()
+    assert f"First divergent fusion group: `{guilty.id}` (pointwise): `Branch3/Mul` (Mul)" in md
+    assert "| step | fusion groups fused | result | max abs |" in md
+    # the interpreter runs no generated code: nothing to find, and no group bisection
+    rep = mdsl.compare(g, BRANCH_FEEDS, bisect=True)
+    assert rep.ok and rep.group_steps == [] and rep.culprit_group is None
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_a_pass_that_diverges_with_every_group_split_is_blamed_itself(restored_passes):
+    mdsl.passes.register("flip_add_late", levels=(2,), phase="fusion")(flip_add)
+    rep = mdsl.compare(branches(), BRANCH_FEEDS, backend="c", bisect=True)
+    assert rep.culprit == "flip_add_late" and rep.culprit_group is None
+    [split] = rep.group_steps
+    assert (split.pass_name, split.result) == ("none (all split)", "FAIL")
+    assert "the pass flip_add_late is to blame, not a fusion group" in " ".join(rep.table().split())

@@ -429,3 +429,57 @@ def test_profile_errors_are_one_line(capsys, model, tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     line = one_line_error(done.stderr)
     assert line.startswith("mdsl: error: ShapeError: Proj (MatMul) at ") and f"{bad}:8" in line
+
+
+PLANTED_FUSION_BUG = """
+import mdsl
+from mdsl import ops
+from mdsl.codegen import plan
+
+_lower_group = plan._lower_whole
+
+def _buggy(ctx, group):  # a planted codegen bug: fused kernels with an Exp store 1.5x
+    kernels = _lower_group(ctx, group)
+    if len(group.nodes) > 1 and any(n.op_type == "Exp" for n in group.nodes):
+        for k in kernels:
+            k.stores[-1].value = k.stores[-1].value * 1.5
+    return kernels
+
+plan._lower_whole = _buggy
+
+def build():
+    with mdsl.Graph("planted") as g:
+        x = g.input("x", ("N", 8))
+        with mdsl.scope("A"):
+            a = ops.tanh(x * 2.0 + 1.0)
+        with mdsl.scope("B"):
+            b = ops.exp(x * 0.5 - 1.0)
+        g.output(a, "a")
+        g.output(b, "b")
+    return g
+"""
+
+
+@needs_cc
+def test_compare_bisect_names_the_divergent_fusion_group_in_a_subprocess(tmp_path):
+    planted = write(tmp_path, "planted.py", PLANTED_FUSION_BUG)  # patches mdsl: own process
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mdsl",
+            "compare",
+            planted,
+            "--random",
+            "--backend",
+            "c",
+            "--bisect",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "first divergent pass: fuse" in done.stdout
+    assert "first divergent fusion group: fg1 (pointwise: Mul+Sub+Exp; group 2 of 2)" in done.stdout
+    assert "first tensor it changes: B/Exp (Exp)" in done.stdout

@@ -111,6 +111,26 @@ def machine_facts() -> dict:
     }
 
 
+def git_revision(root) -> str:
+    """The commit checked out in `root`, with "+ local changes" when the tree is dirty."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "mdsl", "csrc"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return f"{head} + local changes" if dirty else (head or "unknown")
+
+
 def cpu_busy_fraction(seconds: float = 0.5) -> float:
     """The fraction of all CPUs busy (with anything) over the next `seconds`."""
 

@@ -44,7 +44,8 @@ def render(results_by_backend: dict) -> str:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores. Run times are the best of "
         f"{REPEATS} runs after a warm-up run (ONNX Runtime, compiled mdsl backends) or one "
         "run (the interpreter, the numpy reference: not a performance figure); compile s "
-        "is `mdsl.compile` (C compiler included, build cache cold or warm as it was).",
+        "is `mdsl.compile` (C compiler included, build cache cold or warm as it was). On a "
+        "machine shared with other jobs the times are indicative only.",
         "",
         "| model | backend | ONNX nodes | imported | optimized | import s | optimize s "
         "| compile s | mdsl run ms | ORT run ms | mdsl / ORT | max abs err "

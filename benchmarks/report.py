@@ -141,6 +141,26 @@ def target_summary(results: list[dict], threads: list[int]) -> str:
 
 
 # -- RESULTS.md ---------------------------------------------------------------------------------------
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def write_results(path, section: str) -> None:
+    """Put `section` between this script's markers in `path`, leaving the rest of the file
+    (sections other scripts maintain) as it is."""
+    block = f"{START}\n{section.rstrip()}\n{END}"
+    text = path.read_text() if path.is_file() else "# Benchmark results\n"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        title, newline, body = text.partition("\n")
+        if not title.startswith("# "):
+            title, newline, body = "# Benchmark results", "\n", text
+        text = f"{title}\n\n{block}\n{newline}{body.lstrip(chr(10))}"
+    path.write_text(text if text.endswith("\n") else text + "\n")
+
+
+# -- the section ---------------------------------------------------------------------------------------
 def render(facts, probes, env_note, results, threads, elapsed) -> str:
     by_key = _by_key(results)
     busy = [
@@ -156,7 +176,7 @@ def render(facts, probes, env_note, results, threads, elapsed) -> str:
         else []
     )
     out = [
-        "# mdsl benchmark results",
+        "## Performance: `make bench`",
         "",
         f"Written by `make bench` (`benchmarks/run.py`) on {time.strftime('%Y-%m-%d')} in "
         f"{elapsed:.0f} s. Times are medians over repeated calls after warmup; each workload ran "
@@ -179,9 +199,10 @@ def render(facts, probes, env_note, results, threads, elapsed) -> str:
 
 def _machine_section(facts, probes, env_note) -> list[str]:
     lines = [
-        "## Machine",
+        "### Machine",
         "",
         f"- CPU: {facts['cpu']}, {facts['cores']} cores; vector ISA: {facts['vector_isa']}",
+        f"- mdsl revision {facts.get('revision', '?')}",
         f"- Python {facts['python']}, numpy {facts['numpy']}, torch {facts['torch']}, "
         f"onnxruntime {facts['onnxruntime']}, {facts['gcc']}",
         f"- BLAS environment of the parent: {facts['blas_env']}; benchmark processes: {env_note}",
@@ -203,7 +224,7 @@ def _machine_section(facts, probes, env_note) -> list[str]:
 
 def _targets_section(results, threads) -> list[str]:
     lines = [
-        "## Targets (codegen issue, Performance)",
+        "### Targets (codegen issue, Performance)",
         "",
         "| target | threads | measured | verdict |",
         "| --- | --- | --- | --- |",
@@ -219,7 +240,7 @@ def _stream_section(result) -> list[str]:
         return []
     figures = ", ".join(f"{v:.1f} GB/s at {t} thread(s)" for t, v in result["gbps"].items())
     return [
-        "## Memory bandwidth (STREAM triad, float32, 3 x 256 MiB)",
+        "### Memory bandwidth (STREAM triad, float32, 3 x 256 MiB)",
         "",
         figures,
         "",
@@ -252,11 +273,12 @@ def _rate(result: dict, seconds: float) -> str:
 def _workload_section(result: dict, threads: list[int], stream: dict | None) -> list[str]:
     key = result["key"]
     if "error" in result:
-        return [f"## {key}", "", f"failed: {result['error']}", ""]
-    lines = [f"## {key}: {result['title']}", ""]
+        return [f"### {key}", "", f"failed: {result['error']}", ""]
+    lines = [f"### {key}: {result['title']}", ""]
     lines += [f"- {n}" for n in result.get("notes", [])]
     lines += _busy_note(result)
-    if stream and result.get("bytes_moved"):
+    lines += [f"- stderr: `{n[:200]}`" for n in result.get("stderr_notes", [])[:5]]
+    if stream and "gbps" in stream and result.get("bytes_moved"):
         floor = result["bytes_moved"] / (stream["gbps"]["1"] * 1e9)
         lines.append(
             f"- DRAM floor at the 1-thread triad bandwidth: {fmt_time(floor)} "
@@ -267,11 +289,12 @@ def _workload_section(result: dict, threads: list[int], stream: dict | None) -> 
     refs = [r for r in ("onnxruntime", "hand-C") if r in result["results"]]
     head = ["implementation", *(f"{t}T" for t in threads)]
     head += [f"{t}T / {r}" for r in refs for t in threads]
-    head += ["rate (1T)", "max abs err", "issue's figure (1T)"]
+    head += ["rate (1T)", "1T min", "max abs err", "issue's figure (1T)"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     names = sorted(result["results"], key=lambda n: IMPL_ORDER.index(n) if n in IMPL_ORDER else 99)
     for name in names:
         lines.append("| " + " | ".join(_row(result, name, threads, refs)) + " |")
+    lines += _kernel_lines(result.get("kernels"), threads[0])
     compile_s = result.get("compile_s", {})
     if "mdsl-c" in compile_s:
         lines += [
@@ -298,6 +321,7 @@ def _row(result: dict, name: str, threads: list[int], refs: list[str]) -> list[s
     first = median(result, name, threads[0])
     cells.append(_rate(result, first) if first else "")
     entry = per_t.get(str(threads[0]), {})
+    cells.append(fmt_time(entry["min_s"]) if "min_s" in entry else "")
     err = entry.get("max_abs_err")
     cells.append(
         "" if err is None else f"{err:.1e}" + ("" if entry.get("ok", True) else " MISMATCH")
@@ -307,11 +331,34 @@ def _row(result: dict, name: str, threads: list[int], refs: list[str]) -> list[s
     return cells
 
 
+def _kernel_lines(kernels, threads: int) -> list[str]:
+    if not kernels:
+        return []
+    title = (
+        f"mdsl-c kernels at {threads} thread(s) (`exe.profile`, median of 5 runs, slowest first):"
+    )
+    if isinstance(kernels, str):
+        return ["", f"{title} {kernels}"]
+    lines = [
+        "",
+        title,
+        "",
+        "| kernel | kind | ops | time | share | GFLOP/s | GB/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for k in kernels:
+        lines.append(
+            f"| {k['name']} | {k['kind']} | {k['ops'][:60]} | {fmt_time(k['median_s'])} | "
+            f"{k['share']:.0%} | {k['gflops']:.1f} | {k['gbps']:.1f} |"
+        )
+    return lines
+
+
 def _memory_section(result) -> list[str]:
     if not result or "models" not in result:
         return []
     lines = [
-        "## Memory plans (`exe.memory`)",
+        "### Memory plans (`exe.memory`)",
         "",
         "The plan of the optimized graph, as the C backend compiles it. Inputs, outputs and "
         "weights live outside the arena.",
@@ -333,7 +380,7 @@ def _compile_section(result) -> list[str]:
         return []
     stages = ", ".join(f"`{k}` {v:.3f} s" for k, v in result["stages_s"].items())
     return [
-        "## Compile time: 12-layer BERT-base, seq 128, batch 1",
+        "### Compile time: 12-layer BERT-base, seq 128, batch 1",
         "",
         f"- graph: {result['nodes']} nodes, built in {result['build_graph_s']:.3f} s",
         f"- optimize + codegen without the C compiler: {result['codegen_s']:.3f} s ({stages}; "

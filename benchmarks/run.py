@@ -57,7 +57,8 @@ def main(argv=None) -> int:
 
         result = worker.run(args.worker, threads, BUILD)
         args.json.write_text(json.dumps(result, indent=1))
-        return 0
+        sys.stdout.flush()
+        os._exit(0)  # skips interpreter teardown, where threading runtimes have crashed
     return orchestrate(args, threads)
 
 
@@ -67,6 +68,7 @@ def orchestrate(args, threads: list[int]) -> int:
 
     started = time.perf_counter()
     facts = harness.machine_facts()
+    facts["revision"] = harness.git_revision(ROOT)
     print(f"mdsl benchmarks on {facts['cpu']} ({facts['cores']} cores, {facts['vector_isa']})")
     probes = probe_blas_settings()
     env, env_note = choose_env(probes)
@@ -76,7 +78,7 @@ def orchestrate(args, threads: list[int]) -> int:
     results = [run_worker(key, threads, env, budget) for key in keys]
     elapsed = time.perf_counter() - started
     text = report.render(facts, probes, env_note, results, threads, elapsed)
-    args.out.write_text(text)
+    report.write_results(args.out, text)
     print(f"\nwrote {args.out} ({elapsed:.0f} s)")
     print(report.target_summary(results, threads))
     return 0
@@ -164,19 +166,45 @@ def run_worker(key: str, threads: list[int], env: dict[str, str], wait_budget: l
         ]
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, env=env, timeout=WORKER_TIMEOUT_S)
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
+            proc = subprocess.run(
+                cmd, env=env, timeout=WORKER_TIMEOUT_S, stderr=subprocess.PIPE, text=True
+            )
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            code, stderr = "timeout", e.stderr or ""
+        warnings = stderr_notes(
+            stderr if isinstance(stderr, str) else stderr.decode(errors="replace")
+        )
         took = time.perf_counter() - start
-        if code != 0 or not out.is_file():
+        if not out.is_file():
             print(f"   {key} failed ({code}) after {took:.0f} s", flush=True)
-            return {"key": key, "error": f"worker exited with {code}", "busy_before": busy}
+            tail = " | ".join(warnings[-3:])
+            return {"key": key, "error": f"worker exited with {code}: {tail}", "busy_before": busy}
         result = json.loads(out.read_text())
+        if code != 0:
+            warnings.append(f"the worker exited with {code} after writing its results")
+        result["stderr_notes"] = warnings
         result["wall_s"] = took
         result["busy_before"] = busy
         result["busy_after"] = harness.cpu_busy_fraction()
         return result
+
+
+def stderr_notes(stderr: str) -> list[str]:
+    """A worker's stderr, summarized: repeated lines counted, Python warnings dropped."""
+    counts: dict[str, int] = {}
+    for line in stderr.splitlines():
+        line = line.strip()
+        if (
+            line
+            and not line.startswith(("warnings.warn", "tw = "))
+            and "Warning: " not in line[:40]
+        ):
+            counts[line] = counts.get(line, 0) + 1
+    notes = [f"{line} (x{n})" if n > 1 else line for line, n in counts.items()]
+    for note in notes[:5]:
+        print(f"   stderr: {note[:200]}", flush=True)
+    return notes[:20]
 
 
 if __name__ == "__main__":

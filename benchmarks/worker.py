@@ -16,6 +16,7 @@ import numpy as np
 
 NUMBA_MISSING = "mdsl/runtime/numba_backend.py is not there yet"
 WORKLOAD_BUDGET_S = 200  # past this, a workload's remaining contenders are skipped
+SETTLE_S = 0.2  # lets the spinning worker threads of the previous contender go to sleep
 
 
 class Skip(Exception):
@@ -72,10 +73,24 @@ def run_workload(key: str, threads: list[int], build_dir: Path) -> dict:
                 if time.perf_counter() > deadline:
                     entry = {"skipped": f"over the {WORKLOAD_BUDGET_S} s budget of a workload"}
                 else:
+                    time.sleep(SETTLE_S)
                     entry = _measure_impl(impl, t, reference, wl.tol, out["compile_s"])
                 out["results"].setdefault(impl.name, {})[str(t)] = entry
                 _print_entry(key, t, impl.name, entry)
+    out["kernels"] = _profile_mdsl_c(impls, threads[0], wl.feeds)
     return out
+
+
+def _profile_mdsl_c(impls: list[Impl], threads: int, feeds: dict) -> list[dict] | str:
+    setup = next(i.setup for i in impls if i.name == "mdsl-c")
+    exe = getattr(setup, "executables", {}).get(threads)
+    if exe is None:
+        return "mdsl-c did not compile"
+    try:
+        _set_threads(exe, threads)
+        return kernel_profile(exe, feeds)
+    except Exception as e:  # the profiler is a diagnostic; its failure is not fatal
+        return f"exe.profile failed: {type(e).__name__}: {str(e)[:200]}"
 
 
 def _measure_impl(impl: Impl, threads: int, reference, tol: float, compile_s: dict) -> dict:
@@ -169,12 +184,35 @@ def _mdsl_setup(wl, backend: str):
         exe = executables.get(threads)
         if exe is None:
             exe = executables[threads] = mdsl.compile(graph, backend=backend, threads=threads)
+        setup.executables = executables
         feeds = wl.feeds
         exe.run(feeds)  # compiles the variant of graphs with symbolic dims
         _set_threads(exe, threads)
         return lambda: exe.run(feeds)["y"]
 
     return setup
+
+
+def kernel_profile(exe, feeds: dict, top: int = 8) -> list[dict]:
+    """The `top` slowest kernels of one compiled executable (exe.profile, median of 5)."""
+    prof = exe.profile(feeds, runs=5)
+    rows = []
+    total = sum(statistics.median(k.times) for k in prof.kernels) or 1.0
+    for k in prof.kernels:
+        t = statistics.median(k.times)
+        rows.append(
+            {
+                "name": k.name,
+                "kind": k.kind,
+                "ops": k.op_type,
+                "median_s": t,
+                "share": t / total,
+                "gflops": k.flops / t / 1e9 if t else 0.0,
+                "gbps": k.bytes / t / 1e9 if t else 0.0,
+            }
+        )
+    rows.sort(key=lambda r: -r["median_s"])
+    return rows[:top]
 
 
 def _set_threads(exe, threads: int) -> None:

@@ -18,8 +18,10 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
 from mdsl.codegen.custom_c import render_call_body, render_preamble
-from mdsl.codegen.plan import Plan, kernel_buffers
+from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_dir
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 
 INDENT = "    "
@@ -50,8 +52,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
     `timings[2 * i + 1]` (CLOCK_MONOTONIC); `mdsl_run` itself is unchanged."""
     env = _env()
     kernel_template = env.get_template("kernel.c.j2")
-    kernels, calls = [], []
-    for step, k in enumerate(plan.kernels):
+    kernels, calls = [], {}
+    for step, k in enumerate(plan.all_kernels()):
+        if isinstance(k, kir.Branch | kir.Loop):
+            continue  # rendered in the schedule (`c_control`)
         params, args = _signature(plan, k)
         body = _BODY[type(k)](plan, k)
         kernels.append(
@@ -64,20 +68,42 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
             ).rstrip("\n")
         )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls.append(f"if ({k.name}({', '.join(args)})) return {step + 1};")
+        calls[id(k)] = f"if ({k.name}({', '.join(args)})) return {step + 1};"
+    call_lines, timed_lines = _schedule_lines(plan, calls, profile)
+    memory = plan.memory
     return env.get_template("module.c.j2").render(
         graph_name=comment_text(plan.graph.name),
         kernels=kernels,
-        arena_bytes=plan.memory.arena_bytes,
-        naive_bytes=plan.memory.naive_bytes,
-        lower_bound_bytes=plan.memory.lower_bound_bytes,
-        uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.kernels),
+        memory=memory is not None,
+        arena_bytes=memory and memory.arena_bytes,
+        naive_bytes=memory and memory.naive_bytes,
+        lower_bound_bytes=memory and memory.lower_bound_bytes,
+        uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         buffer_lines=_buffer_lines(plan),
-        call_lines=calls,
+        call_lines=call_lines,
         preamble=render_preamble(plan),
         profile=profile,
-        profile_call_lines=_timed_calls(calls) if profile else [],
+        profile_call_lines=timed_lines,
+        dims=uses_dims(plan),
     )
+
+
+def uses_dims(plan: Plan) -> bool:
+    """Whether the unit's entry point is `mdsl_run_dims` (symbolic dims or control flow:
+    the symbols' values, run-time arena offsets, a slot for a failed check's value)
+    rather than `mdsl_run`."""
+    return plan.is_symbolic or plan.has_control_flow
+
+
+def _schedule_lines(plan: Plan, calls: dict[int, str], profile: bool):
+    """(the calls of `mdsl_run`, those of `mdsl_run_profile` or [])."""
+    if not plan.has_control_flow:
+        flat = [calls[id(k)] for k in plan.kernels]
+        return flat, _timed_calls(flat) if profile else []
+    from mdsl.codegen.c_control import Schedule
+
+    timed = Schedule(plan, calls, timed=True).lines(plan.kernels) if profile else []
+    return Schedule(plan, calls).lines(plan.kernels), timed
 
 
 def _timed_calls(calls: list[str]) -> list[str]:
@@ -101,6 +127,8 @@ _KIND = {
     kir.Pool: "pooling",
     kir.Callback: "Python callback",
     kir.CustomCall: "custom C op",
+    kir.Branch: "control flow: branch",
+    kir.Loop: "control flow: loop",
 }
 
 
@@ -110,7 +138,8 @@ def _node_line(ref: kir.NodeRef) -> str:
 
 
 def _buffer_lines(plan: Plan) -> list[str]:
-    lines = []
+    lines = _dim_lines(plan)
+    arena_slot = {name: i for i, name in enumerate(plan.arena_buffers)}
     for name, spec in plan.buffers.items():
         ctype = C_TYPES[spec.dtype]
         if spec.kind == "input":
@@ -119,12 +148,26 @@ def _buffer_lines(plan: Plan) -> list[str]:
             source = f"outputs[{spec.slot}]"
         elif spec.kind == "const":
             source = f"(void *)consts[{spec.slot}]"
-        elif name in plan.memory.offsets:
+        elif plan.memory is None and name in arena_slot:  # planned per shape signature
+            source = f"arena + offsets[{arena_slot[name]}]"
+        elif plan.memory is not None and name in plan.memory.offsets:
             source = f"arena + {plan.memory.offsets[name]}"
         else:
-            continue  # planned but never touched
+            continue  # planned but never touched, or a pointer the schedule declares
         lines.append(f"{ctype} *{name} = ({ctype} *)({source});  /* {comment_text(spec.tensor)} */")
     return lines
+
+
+def _dim_lines(plan: Plan) -> list[str]:
+    """The symbols' values as locals `dim0`, ... (a control-flow node's dynamic dims are
+    assigned by the schedule)."""
+    if not uses_dims(plan):
+        return []
+    lines = [
+        f"int64_t {slot_name(i)} = dims[{i}]; (void){slot_name(i)};  /* {comment_text(s)} */"
+        for i, s in enumerate(plan.symbols)
+    ]
+    return [*lines, "(void)dims; (void)offsets;"]
 
 
 def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
@@ -132,6 +175,9 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
     names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
     params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
     args = list(names)
+    for slot in sorted(free_symbols(k), key=lambda n: int(n.removeprefix("dim"))):
+        params.append(f"int64_t {slot}")
+        args.append(slot)
     if isinstance(k, kir.Callback):
         params.append("mdsl_callback_t callback")
         args.append("callback")
@@ -139,13 +185,13 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
 
 
 # -- addressing and typed loads/stores ---------------------------------------------------------
-def _index(access: kir.Access, index_vars: list[str]) -> str:
-    terms = [str(access.offset)] if access.offset else []
+def _index(access: kir.Access, index_vars: list[str], lang: str = "c") -> str:
+    terms = [render_dim(access.offset, lang)] if access.offset else []
     for var, stride in zip(index_vars, access.strides):
         if stride == 1:
             terms.append(var)
         elif stride:
-            terms.append(f"{var} * {stride}")
+            terms.append(f"{var} * {render_dim(stride, lang)}")
     return " + ".join(terms) or "0"
 
 
@@ -225,7 +271,10 @@ PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no Open
 
 def _parallel(work: int, clause: str = "parallel for") -> str:
     """An OpenMP pragma for a loop doing `work` element operations; small loops get none
-    (entering a parallel region costs microseconds even when it runs on one thread)."""
+    (entering a parallel region costs microseconds even when it runs on one thread).
+    Symbolic work decides at run time (an `if` clause)."""
+    if isinstance(work, Dim):
+        return f"#pragma omp {clause} if({render_dim(work)} > {PARALLEL_MIN})"
     return f"#pragma omp {clause}" if work > PARALLEL_MIN else ""
 
 
@@ -242,7 +291,7 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) ->
             pragma = "#pragma omp simd" if level == depth - 1 else ""
         if pragma:
             lines.append(pad + pragma)
-        lines.append(f"{pad}for (int64_t {var} = 0; {var} < {size}; {var}++) {{")
+        lines.append(f"{pad}for (int64_t {var} = 0; {var} < {render_dim(size)}; {var}++) {{")
     pad = INDENT * (depth + 1)
     lines += [pad + line for line in body]
     for level in reversed(range(depth)):
@@ -268,10 +317,14 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
     n_outer = len(k.outer_shape)
     lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
     types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
+    types[kir.ROW_SIZE_VAR] = DType.int64
     r = CExprRenderer(types)
-    pragma = _parallel(k.outer_size * k.row_size) if k.outer_size > 1 else ""
+    several = isinstance(k.outer_size, Dim) or k.outer_size > 1
+    pragma = _parallel(k.outer_size * k.row_size) if several else ""
     lines = [INDENT + pragma] if pragma else []
-    lines.append(f"{INDENT}for (int64_t o = 0; o < {k.outer_size}; o++) {{")
+    if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
+        lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
+    lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
     body = _decompose("o", "o", k.outer_shape)
     row_accesses = list(k.loads.values()) + [
         p.access for p in k.phases if isinstance(p, kir.RowStore)
@@ -309,16 +362,19 @@ def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
     lines = [f"int64_t rem_{prefix} = {flat};"]
     for d in reversed(range(len(shape))):
         lines.append(
-            f"const int64_t {prefix}{d} = rem_{prefix} % {shape[d]}; rem_{prefix} /= {shape[d]};"
+            f"const int64_t {prefix}{d} = rem_{prefix} % {render_dim(shape[d])}; "
+            f"rem_{prefix} /= {render_dim(shape[d])};"
         )
     return lines
 
 
-def _row_offset(k: kir.Rowwise, access: kir.Access, row_stride: dict, n_outer: int) -> str:
+def _row_offset(
+    k: kir.Rowwise, access: kir.Access, row_stride: dict, n_outer: int, lang: str = "c"
+) -> str:
     if id(access) in row_stride:
         s = row_stride[id(access)]
-        return "" if s == 0 else ("j" if s == 1 else f"j * {s}")
-    terms = [f"j{d} * {s}" for d, s in enumerate(access.strides[n_outer:]) if s]
+        return "" if s == 0 else ("j" if s == 1 else f"j * {render_dim(s, lang)}")
+    terms = [f"j{d} * {render_dim(s, lang)}" for d, s in enumerate(access.strides[n_outer:]) if s]
     return " + ".join(terms)
 
 
@@ -326,7 +382,7 @@ def _row_loop(
     k, used_loads, r, bases, row_stride, n_outer, inner: list[str], pragma: str
 ) -> list[str]:
     lines = [pragma] if pragma else []
-    lines.append(f"for (int64_t j = 0; j < {k.row_size}; j++) {{")
+    lines.append(f"for (int64_t j = 0; j < {render_dim(k.row_size)}; j++) {{")
     if not all(id(k.loads[n]) in row_stride for n in used_loads) and len(k.row_shape) > 1:
         lines += [INDENT + x for x in _decompose("j", "j", k.row_shape)]
     for name in used_loads:
@@ -417,42 +473,123 @@ def _epilogue_lines(
     return lines
 
 
+GEMM_TILES = 8  # tiles a large GEMM is cut into, so every thread gets work
+SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
+
+
+def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """(rows, columns) of one tile. BLAS runs single-threaded inside OpenMP tiles: one
+    thread pool for the whole graph (two pools on the same cores fight for them).
+    Symbolic sizes are not tiled (the tiles are the batch entries)."""
+    if any(isinstance(v, Dim) for v in (batch, m, n, k)):
+        return m, n
+    if 2 * batch * m * n * k < SMALL_GEMM_FLOPS:
+        return m, n
+    per_batch = -(-GEMM_TILES // batch)
+    if per_batch <= 1:
+        return m, n
+    if m >= 16 * per_batch:
+        return (-(-m // per_batch) + 7) // 8 * 8, n  # ceil(m / per_batch), up to 8s
+    return m, max(16, (-(-n // per_batch) + 15) // 16 * 16)
+
+
 def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
+    if any(isinstance(v, Dim) for v in (k.m, k.n, k.k, *k.batch_shape)):
+        return _symbolic_gemm_body(k)
     real = C_TYPES[k.dtype]
     gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
-    nb = len(k.batch_shape)
-    bvars = [f"bi{d}" for d in range(nb)]
-    lines = []
-    for d, size in enumerate(k.batch_shape):
-        lines.append(INDENT * (d + 1) + f"for (int64_t bi{d} = 0; bi{d} < {size}; bi{d}++) {{")
-    pad = INDENT * (nb + 1)
+    batch = math.prod(k.batch_shape)
+    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k)
+    n_mt, n_nt = (1, 1) if (mb, nb) == (k.m, k.n) else (-(-k.m // mb), -(-k.n // nb))
+    tiles = batch * n_mt * n_nt
+    m, n, kk, mb, nb = (render_dim(v) for v in (k.m, k.n, k.k, mb, nb))
+    bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
     ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
     tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
-    block = 256
-    a_row = "m0" if k.trans_a else f"m0 * {k.lda}"
-    lines.append(f"{pad}for (int64_t m0 = 0; m0 < {k.m}; m0 += {block}) {{")
-    lines.append(f"{pad}{INDENT}const int mb = {k.m} - m0 < {block} ? (int)({k.m} - m0) : {block};")
-    lines.append(
-        f"{pad}{INDENT}{gemm}(CblasRowMajor, {ta}, {tb}, mb, {k.n}, {k.k}, ({real}){k.alpha!r}, "
-        f"{k.a.buffer} + {oa} + {a_row}, {k.lda}, {k.b.buffer} + {ob}, {k.ldb}, ({real})0, "
-        f"{k.out.buffer} + {oc} + m0 * {k.n}, {k.n});"
-    )
+    a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * ({render_dim(k.lda)})")
+    b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * ({render_dim(k.ldb)})" if k.trans_b else "n0")
+    body = [
+        f"const int64_t nt = tile % {n_nt}, mt = (tile / {n_nt}) % {n_mt};",
+        *_decompose(f"tile / {n_mt * n_nt}", "bi", k.batch_shape),
+        f"const int64_t m0 = mt * {mb}, n0 = nt * {nb};",
+        f"const int mlen = (int)({m} - m0 < {mb} ? {m} - m0 : {mb});",
+        f"const int nlen = (int)({n} - n0 < {nb} ? {n} - n0 : {nb});",
+        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)({kk}), ({real}){k.alpha!r}, {a_ptr}, "
+        f"(int)({render_dim(k.lda)}), {b_ptr}, (int)({render_dim(k.ldb)}), ({real})0, "
+        f"{k.out.buffer} + {oc} + m0 * {n} + n0, (int)({n}));",
+    ]
     if k.epilogue is not None:
-        idx = [*bvars, "i", "jn"]
-        acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
-        inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, k.dtype)
-        if _parallel(min(k.m, 256) * k.n):
-            lines.append(f"{pad}{INDENT}{_parallel(min(k.m, 256) * k.n)}")
-        lines.append(f"{pad}{INDENT}for (int64_t i = m0; i < m0 + mb; i++) {{")
-        lines.append(f"{pad}{INDENT * 2}#pragma omp simd")
-        lines.append(f"{pad}{INDENT * 2}for (int64_t jn = 0; jn < {k.n}; jn++) {{")
-        lines += [f"{pad}{INDENT * 3}{x}" for x in inner]
-        lines.append(f"{pad}{INDENT * 2}}}")
-        lines.append(f"{pad}{INDENT}}}")
-    lines.append(f"{pad}}}")
-    for d in reversed(range(nb)):
-        lines.append(INDENT * (d + 1) + "}")
+        acc = f"{k.out.buffer}[{oc} + i * {n} + jn]"
+        inner = _epilogue_lines(k.epilogue, k.out_shape, [*bvars, "i", "jn"], acc, k.dtype)
+        body += [
+            "for (int64_t i = m0; i < m0 + mlen; i++) {",
+            f"{INDENT}#pragma omp simd",
+            f"{INDENT}for (int64_t jn = n0; jn < n0 + nlen; jn++) {{",
+            *(INDENT * 2 + x for x in inner),
+            f"{INDENT}}}",
+            "}",
+        ]
+    if isinstance(tiles, int):
+        lines = [f"{INDENT}#pragma omp parallel for schedule(static)"] if tiles > 1 else []
+    else:  # a symbolic batch: parallel over its entries when there are several
+        lines = [f"{INDENT}#pragma omp parallel for schedule(static) if({render_dim(tiles)} > 1)"]
+    lines.append(f"{INDENT}for (int64_t tile = 0; tile < {render_dim(tiles)}; tile++) {{")
+    lines += [INDENT * 2 + x for x in body]
+    lines.append(f"{INDENT}}}")
+    return "\n".join(lines)
+
+
+def _symbolic_gemm_body(k: kir.Gemm) -> str:
+    """A GEMM of symbolic sizes: tiled at run time as `_gemm_tiles` tiles static ones."""
+    real = C_TYPES[k.dtype]
+    gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
+    sizes = (k.m, k.n, k.k, math.prod(k.batch_shape))
+    bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
+    oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
+    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
+    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
+    lda, ldb = render_dim(k.lda), render_dim(k.ldb)
+    a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * {lda}")
+    b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * {ldb}" if k.trans_b else "n0")
+    head = [
+        "const int64_t gm = {}, gn = {}, gk = {}, gb = {};".format(*map(render_dim, sizes)),
+        "if (gm <= 0 || gn <= 0 || gb <= 0) return 0;",
+        "int64_t mb = gm, nb = gn;",
+        f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
+        f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
+        f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
+        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + 15) / 16 * 16;",
+        "}",
+        "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
+        "const int64_t tiles = gb * n_mt * n_nt;",
+    ]
+    body = [
+        "const int64_t nt = tile % n_nt, mt = (tile / n_nt) % n_mt;",
+        *_decompose("tile / (n_mt * n_nt)", "bi", k.batch_shape),
+        "const int64_t m0 = mt * mb, n0 = nt * nb;",
+        "const int mlen = (int)(gm - m0 < mb ? gm - m0 : mb);",
+        "const int nlen = (int)(gn - n0 < nb ? gn - n0 : nb);",
+        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)gk, ({real}){k.alpha!r}, {a_ptr}, "
+        f"(int)({lda}), {b_ptr}, (int)({ldb}), ({real})0, {k.out.buffer} + {oc} + m0 * gn + n0, "
+        "(int)gn);",
+    ]
+    if k.epilogue is not None:
+        acc = f"{k.out.buffer}[{oc} + i * gn + jn]"
+        inner = _epilogue_lines(k.epilogue, k.out_shape, [*bvars, "i", "jn"], acc, k.dtype)
+        body += [
+            "for (int64_t i = m0; i < m0 + mlen; i++) {",
+            f"{INDENT}#pragma omp simd",
+            f"{INDENT}for (int64_t jn = n0; jn < n0 + nlen; jn++) {{",
+            *(INDENT * 2 + x for x in inner),
+            f"{INDENT}}}",
+            "}",
+        ]
+    lines = [INDENT + x for x in head]
+    lines.append(f"{INDENT}#pragma omp parallel for schedule(static) if(tiles > 1)")
+    lines.append(f"{INDENT}for (int64_t tile = 0; tile < tiles; tile++) {{")
+    lines += [INDENT * 2 + x for x in body]
+    lines.append(f"{INDENT}}}")
     return "\n".join(lines)
 
 
@@ -463,7 +600,7 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
     ph, pw = k.pad
     dh, dw = k.dilation
     lines = [
-        f"for (int64_t n = 0; n < {k.n}; n++) {{",
+        f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
         f"{INDENT}for (int64_t g = 0; g < {k.group}; g++) {{",
     ]
     lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
@@ -473,38 +610,69 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
             f"{INDENT * 2}for (int64_t row = 0; row < {kdim}; row++) {{",
             f"{INDENT * 3}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
             f"{INDENT * 3}float *col = {k.scratch} + row * {ohw};",
+            # the valid ox range is computed, not tested per element: a conditional
+            # load in this loop is miscompiled by GCC 12 at -O3 inside OpenMP regions
+            f"{INDENT * 3}const int64_t off = kj * {dw} - {pw};  /* ix = ox * {sw} + off */",
+            f"{INDENT * 3}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
+            f"{INDENT * 3}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
+            f"{INDENT * 3}if (hi > {k.ow}) hi = {k.ow};",
             f"{INDENT * 3}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
             f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
-            f"{INDENT * 4}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
-            f"{INDENT * 5}const int64_t ix = ox * {sw} - {pw} + kj * {dw};",
-            f"{INDENT * 5}col[oy * {k.ow} + ox] = (iy >= 0 && iy < {k.h} && ix >= 0 && ix < {k.w_in}) ? xg[(c * {k.h} + iy) * {k.w_in} + ix] : 0.0f;",
+            f"{INDENT * 4}float *dst = col + oy * {k.ow};",
+            f"{INDENT * 4}if (iy < 0 || iy >= {k.h} || hi <= lo) {{",
+            f"{INDENT * 5}memset(dst, 0, sizeof(float) * {k.ow});",
+            f"{INDENT * 5}continue;",
             f"{INDENT * 4}}}",
+            f"{INDENT * 4}const float *src = xg + (c * {k.h} + iy) * {k.w_in} + off;",
+            f"{INDENT * 4}for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;",
+            f"{INDENT * 4}for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * {sw}];",
+            f"{INDENT * 4}for (int64_t ox = hi; ox < {k.ow}; ox++) dst[ox] = 0.0f;",
             f"{INDENT * 3}}}",
             f"{INDENT * 2}}}",
         ]
         col = k.scratch
     else:
         col = "xg"
-    lines.append(
-        f"{INDENT * 2}MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, {coutg}, {ohw}, {kdim}, 1.0f, "
-        f"{k.w} + g * {coutg * kdim}, {kdim}, {col}, {ohw}, 0.0f, {k.out} + (n * {k.cout} + g * {coutg}) * {ohw}, {ohw});"
-    )
-    lines.append(f"{INDENT}}}")
+    # GEMM over tiles of whole output rows (single-threaded BLAS per tile, one OpenMP
+    # pool), each tile's epilogue applied right after its GEMM while it is in cache
+    rows = _conv_tile_rows(coutg, k.oh, k.ow, kdim)
+    tiles = 1 if rows is k.oh else -(-k.oh // rows)
+    if tiles > 1:
+        lines.append(f"{INDENT * 2}#pragma omp parallel for schedule(static)")
+    lines += [
+        f"{INDENT * 2}for (int64_t tile = 0; tile < {tiles}; tile++) {{",
+        f"{INDENT * 3}const int64_t oy0 = tile * {rows};",
+        f"{INDENT * 3}const int64_t oy1 = oy0 + {rows} < {k.oh} ? oy0 + {rows} : {k.oh};",
+        f"{INDENT * 3}MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, {coutg}, (int)((oy1 - oy0) * {k.ow}), "
+        f"{kdim}, 1.0f, {k.w} + g * {coutg * kdim}, {kdim}, {col} + oy0 * {k.ow}, {ohw}, 0.0f, "
+        f"{k.out} + (n * {k.cout} + g * {coutg}) * {ohw} + oy0 * {k.ow}, {ohw});",
+    ]
     if k.epilogue is not None:
         idx = ["n", "co", "oy", "ox"]
         acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
         lines += [
-            f"{INDENT}{_parallel(k.cout * ohw) or '/* small: one thread */'}",
-            f"{INDENT}for (int64_t co = 0; co < {k.cout}; co++) {{",
-            f"{INDENT * 2}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
-            f"{INDENT * 3}#pragma omp simd",
-            f"{INDENT * 3}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            f"{INDENT * 3}for (int64_t co = g * {coutg}; co < (g + 1) * {coutg}; co++) {{",
+            f"{INDENT * 4}for (int64_t oy = oy0; oy < oy1; oy++) {{",
+            f"{INDENT * 5}#pragma omp simd",
+            f"{INDENT * 5}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            *(INDENT * 6 + x for x in inner),
+            f"{INDENT * 5}}}",
+            f"{INDENT * 4}}}",
+            f"{INDENT * 3}}}",
         ]
-        lines += [INDENT * 4 + x for x in inner]
-        lines += [f"{INDENT * 3}}}", f"{INDENT * 2}}}", f"{INDENT}}}"]
-    lines.append("}")
+    lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
     return "\n".join(INDENT + x for x in lines)
+
+
+def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
+    """Output rows per GEMM tile of a convolution: about GEMM_TILES tiles when the
+    work is large enough to share, else one tile (always, for symbolic sizes)."""
+    if any(isinstance(v, Dim) for v in (coutg, oh, ow, kdim)):
+        return oh
+    if 2 * coutg * oh * ow * kdim < SMALL_GEMM_FLOPS:
+        return oh
+    return max(1, -(-oh // GEMM_TILES))
 
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
@@ -512,27 +680,31 @@ def _pool_body(plan: Plan, k: kir.Pool) -> str:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = k.kernel, k.strides, k.pads, k.dilations
     is_max = k.kind == "max"
     init = "-INFINITY" if is_max else "0.0f"
-    update = "acc = mdsl_max_float(acc, v);" if is_max else "acc += v; count++;"
+    update = "acc = mdsl_max_float(acc, v);" if is_max else "acc += v;"
     if is_max:
         result = "acc"
-    elif k.count_include_pad:
-        result = "acc / (float)full"
+    elif k.count_include_pad:  # positions inside the padded input count, the overhang not
+        result = (
+            f"acc / (float)(mdsl_window_count(oy, {sh}, {dh}, {kh}, {h + 2 * ph}) * "
+            f"mdsl_window_count(ox, {sw}, {dw}, {kw}, {w + 2 * pw}))"
+        )
     else:
-        result = "acc / (float)count"
+        result = "acc / (float)((y1 - y0) * (x1 - x0))"
     lines = [
         _parallel(k.n * k.c * oh * ow * kh * kw) or "/* small: one thread */",
-        f"for (int64_t nc = 0; nc < {k.n * k.c}; nc++) {{",
+        f"for (int64_t nc = 0; nc < {render_dim(k.n * k.c)}; nc++) {{",
         f"{INDENT}const float *x = {k.x} + nc * {h * w};",
         f"{INDENT}for (int64_t oy = 0; oy < {oh}; oy++) {{",
         f"{INDENT * 2}for (int64_t ox = 0; ox < {ow}; ox++) {{",
-        f"{INDENT * 3}float acc = {init}; int64_t count = 0, full = 0; (void)count; (void)full;",
-        f"{INDENT * 3}for (int64_t ki = 0; ki < {kh}; ki++) {{",
-        f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
-        f"{INDENT * 4}for (int64_t kj = 0; kj < {kw}; kj++) {{",
-        f"{INDENT * 5}const int64_t ix = ox * {sw} - {pw} + kj * {dw};",
-        f"{INDENT * 5}if (iy < {h + ph} && ix < {w + pw}) full++;",
-        f"{INDENT * 5}if (iy < 0 || iy >= {h} || ix < 0 || ix >= {w}) continue;",
-        f"{INDENT * 5}const float v = x[iy * {w} + ix];",
+        # window bounds are computed, not tested per element (see _conv_body)
+        f"{INDENT * 3}int64_t y0, y1, x0, x1;",
+        f"{INDENT * 3}mdsl_window(oy, {sh}, {ph}, {dh}, {kh}, {h}, &y0, &y1);",
+        f"{INDENT * 3}mdsl_window(ox, {sw}, {pw}, {dw}, {kw}, {w}, &x0, &x1);",
+        f"{INDENT * 3}float acc = {init};",
+        f"{INDENT * 3}for (int64_t ki = y0; ki < y1; ki++) {{",
+        f"{INDENT * 4}const float *xrow = x + (oy * {sh} - {ph} + ki * {dh}) * {w} + ox * {sw} - {pw};",
+        f"{INDENT * 4}for (int64_t kj = x0; kj < x1; kj++) {{",
+        f"{INDENT * 5}const float v = xrow[kj * {dw}];",
         f"{INDENT * 5}{update}",
         f"{INDENT * 4}}}",
         f"{INDENT * 3}}}",

@@ -221,7 +221,8 @@ def _attr_value(value) -> float:
 
 # -- rendering ---------------------------------------------------------------------------------
 def custom_calls(plan) -> list[kir.CustomCall]:
-    return [k for k in plan.kernels if isinstance(k, kir.CustomCall)]
+    """The plan's calls of user C functions (inside control-flow blocks too)."""
+    return [k for k in kir.walk_kernels(plan.kernels) if isinstance(k, kir.CustomCall)]
 
 
 def render_preamble(plan) -> str:

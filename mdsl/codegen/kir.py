@@ -1,8 +1,11 @@
 """Kernel IR: what one generated kernel computes, independent of the target language.
 
-Lowering (`mdsl.codegen.lower`) turns each fusion group of a specialized (static-shape)
-graph into one of these records; every target (C, numba, AscendC) renders from them and
-never looks at the graph again.
+Lowering (`mdsl.codegen.lower`) turns each fusion group of a graph into one of these
+records; every target (C, numba, AscendC) renders from them and never looks at the graph
+again. Sizes, strides and offsets are ints, or in a symbolic plan `mdsl.ir.dim.Dim`
+expressions over the plan's slot identifiers (`dim0`, ...; see `mdsl.codegen.plan`),
+rendered by `mdsl.codegen.dims.render_dim`. Control flow is `Branch` and `Loop` kernels
+holding `Block`s of kernels (`walk_kernels` lists them all).
 
 Addressing is affine: an `Access` reads or writes buffer elements at
 `offset + sum(index[d] * strides[d])` over the kernel's iteration space, which covers
@@ -92,6 +95,9 @@ class RowStore:
     lets: list[Let] = field(default_factory=list)
 
 
+ROW_SIZE_VAR = "rown"
+
+
 @dataclass(slots=True)
 class Rowwise:
     """for each outer index: phases in order over one row (the reduced axes).
@@ -108,6 +114,7 @@ class Rowwise:
     row_shape: tuple[int, ...]
     loads: dict[str, Access]
     phases: list
+    # a symbolic row size is also the int64 variable ROW_SIZE_VAR in expressions (a mean)
 
     @property
     def row_size(self) -> int:
@@ -241,3 +248,120 @@ class CustomCall:
 
 
 Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback | CustomCall
+
+
+# -- control flow ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """`elements` elements of `dtype` from buffer `src` to buffer `dst` (both contiguous)."""
+
+    src: str
+    dst: str
+    dtype: DType
+    elements: object  # int | Dim
+
+
+@dataclass(frozen=True, slots=True)
+class DimBinding:
+    """After a block: the control-flow node's dynamic symbol `symbol` (a bare Dim) takes
+    `value`, a dim expression of the block's result shapes, and must lie in [lo, hi]
+    (`failure`: index into `Plan.failures`). A later binding of an already bound symbol
+    checks equality instead (two outputs sharing one dynamic dim)."""
+
+    symbol: object  # Dim
+    value: object  # int | Dim
+    lo: int
+    hi: int | None
+    failure: int
+
+
+@dataclass(slots=True)
+class Block:
+    """A subgraph planned like a graph: `kernels` in order, then `copies` of the results
+    that were not computed in the buffers the node expects them in. Its parameters are
+    no buffers of their own: kernels read the node's input buffers (or a loop's current
+    state) directly. `results` are the buffers holding each result after the block."""
+
+    name: str
+    kernels: list
+    copies: list[Copy]
+    results: list[str]
+
+
+@dataclass(slots=True)
+class Branch:
+    """If (`kind` "If": block 0 when the bool `selector` is true, else block 1) or Case
+    (block `selector`, an int32/int64 index; another index fails with `failure`). Only the
+    chosen block runs; its results land in `outputs`, then `bindings[block]` bind the
+    node's dynamic dims."""
+
+    name: str
+    nodes: list[NodeRef]
+    kind: str
+    selector: str
+    selector_dtype: DType
+    blocks: list[Block]
+    reads: list[str]  # the node's input buffers (selector and captures)
+    outputs: list[str]
+    bindings: list[list[DimBinding]]
+    failure: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopVar:
+    """One loop-carried value, double-buffered: `current` and `next` are pointers the
+    subgraphs read and the body writes, swapped after each iteration between the arena
+    buffers `first` and `second`."""
+
+    current: str
+    next: str
+    first: str
+    second: str
+    dtype: DType
+
+
+@dataclass(slots=True)
+class Loop:
+    """While: `init` copies the initial values into the first state buffers; then
+    `while (cond) { body; swap }`, the cond block's bool result in `pred`; `final` copies
+    the current state into `outputs`. More than `max_iterations` runs of the body fail
+    with `failure`. `init_bindings` / `bindings` bind the loop's dynamic dims from the
+    initial values / the body's results."""
+
+    name: str
+    nodes: list[NodeRef]
+    cond: Block
+    body: Block
+    pred: str
+    state: list[LoopVar]
+    init: list[Copy]
+    final: list[Copy]
+    reads: list[str]  # the node's input buffers (initial values and captures)
+    outputs: list[str]
+    init_bindings: list[DimBinding]
+    bindings: list[DimBinding]
+    max_iterations: int | None
+    failure: int
+
+
+ControlKernel = Branch | Loop
+
+
+def blocks_of(k) -> list[Block]:
+    """The blocks a control-flow kernel holds, in order ([] for other kernels)."""
+    if isinstance(k, Branch):
+        return list(k.blocks)
+    if isinstance(k, Loop):
+        return [k.cond, k.body]
+    return []
+
+
+def walk_kernels(kernels: list) -> list:
+    """Every kernel of `kernels` and of the blocks inside them, in preorder (a
+    control-flow kernel before the kernels of its blocks)."""
+    out = []
+    for k in kernels:
+        out.append(k)
+        for block in blocks_of(k):
+            out.extend(walk_kernels(block.kernels))
+    return out

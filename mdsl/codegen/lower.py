@@ -225,7 +225,10 @@ def _slice_access(buf: str, src: Tensor, attrs: dict) -> kir.Access:
     offset, strides = 0, list(own)
     for a, s, e, st in zip(axes, starts, ends, steps):
         a %= len(shape)
-        start = slice(s, e, st).indices(shape[a])[0]
+        if isinstance(shape[a], int):
+            start = slice(s, e, st).indices(shape[a])[0]
+        else:  # a symbolic dim: the start the shape rule (`sliced_length`) assumed
+            start = shape[a] + s if s < 0 else s
         offset += start * own[a]
         strides[a] = own[a] * st
     return kir.Access(buf, src.dtype, offset, tuple(strides))

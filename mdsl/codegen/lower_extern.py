@@ -18,7 +18,9 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.ir.errors import ShapeError
 from mdsl.ir.graph import Node, Tensor
 from mdsl.ops.windows import concrete_padding, make_window
 
@@ -97,7 +99,8 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
         extra["bias"] = kir.Access(
             ctx.buffer_of(bias), bias.dtype, 0, broadcast_strides(tuple(bias.shape), space)
         )
-        anchor_value = acc + E.const(float(anchor.attrs["beta"])) * E.var("bias")
+        beta = float(anchor.attrs["beta"])
+        anchor_value = acc + (E.var("bias") if beta == 1.0 else E.const(beta) * E.var("bias"))
     epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
     target = _result_buffer(ctx, anchor, outputs)
     out_strides = tuple(s * m * n for s in contiguous_strides(batch))
@@ -150,6 +153,7 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         raise Unsupported("only 2-D float32 convolution is generated")
     if any(t.type.storage_format not in (None,) for t in (x, out)):
         raise Unsupported("stored layouts")
+    _static_but_batch(x, w, out)
     attrs = anchor.attrs
     window = make_window(
         tuple(w.shape[2:]), attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
@@ -200,10 +204,19 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
     return conv
 
 
+def _static_but_batch(*tensors: Tensor) -> None:
+    """Windows are generated for static channels and spatial dims; the batch may be
+    symbolic (ShapeError otherwise: the planner specializes the graph)."""
+    for t in tensors:
+        if any(isinstance(d, Dim) for d in t.shape[1:]):
+            raise ShapeError(f"{t.name}: windows over symbolic dims {t.type.describe()}")
+
+
 def lower_pool(ctx: Context, node: Node) -> kir.Pool:
     x, out = node.inputs[0], node.outputs[0]
     if len(x.shape) != 4 or x.dtype != DType.float32 or x.type.storage_format is not None:
         raise Unsupported("only 2-D float32 pooling is generated")
+    _static_but_batch(x, out)
     attrs = node.attrs
     window = make_window(
         attrs["kernel_shape"],

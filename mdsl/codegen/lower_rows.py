@@ -14,6 +14,7 @@ import math
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast_strides, contiguous_strides
+from mdsl.codegen.kir import ROW_SIZE_VAR
 from mdsl.codegen.lower import (
     Context,
     Unsupported,
@@ -24,6 +25,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
+from mdsl.ir.dim import Dim
 from mdsl.ir.graph import Node, Tensor
 from mdsl.passes.fusion import node_role, reduction_space
 
@@ -48,6 +50,13 @@ class RowProgram:
     @property
     def row_size(self) -> int:
         return math.prod(self.row_shape)
+
+    def row_count(self, dtype):
+        """The row size as a value of `dtype`: a float, or (a symbolic row) the kernel's
+        `rown` variable (the row size, see `kir.Rowwise`) converted."""
+        if isinstance(self.row_size, int):
+            return float(self.row_size)
+        return E.cast(E.var(ROW_SIZE_VAR), compute_dtype(dtype))
 
     # -- values -----------------------------------------------------------------------------
     def is_full(self, t: Tensor) -> bool:
@@ -170,8 +179,9 @@ def _reduce(op, post=None):
     def rule(prog: RowProgram, node: Node):
         x = prog.vector(node.inputs[0])
         value = x if op[1] is None else op[1](x)
-        r = prog.reduce(op[0], value, node.outputs[0].dtype)
-        return r if post is None else prog.let(post(r, prog.row_size), node.outputs[0].dtype)
+        dtype = node.outputs[0].dtype
+        r = prog.reduce(op[0], value, dtype)
+        return r if post is None else prog.let(post(r, prog.row_count(dtype)), dtype)
 
     return rule
 
@@ -201,7 +211,7 @@ def _softmax(log: bool):
 def _layer_norm(prog: RowProgram, node: Node):
     x = prog.vector(node.inputs[0])
     dt = node.outputs[0].dtype
-    n = float(prog.row_size)
+    n = prog.row_count(dt)
     mean = prog.let(prog.reduce("sum", x, dt) * (1.0 / n), dt)
     var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * (1.0 / n), dt)
     inv = prog.let(E.rsqrt(var + float(node.attrs["epsilon"])), dt)
@@ -233,7 +243,7 @@ VECTOR_RESULTS = ("Softmax", "LogSoftmax", "LayerNormalization")
 def lower_rows(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Rowwise:
     anchors = [n for n in nodes if node_role(n) == "reduction"]
     shape, axes = reduction_space(anchors[0])
-    if isinstance(axes, str) or not all(isinstance(d, int) for d in shape):
+    if isinstance(axes, str) or not all(isinstance(d, int | Dim) for d in shape):
         raise Unsupported("reduction space unknown")
     if any(n.op_type == "ReduceProd" for n in anchors) and any(
         n.inputs[0].dtype.is_int for n in anchors

@@ -39,10 +39,19 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import contiguous_strides
 from mdsl.codegen.c_expr import compute_type
-from mdsl.codegen.c_target import _KIND, _index, _merge_dims, _row_offset, _with_strides
+from mdsl.codegen.c_target import (
+    _KIND,
+    _index,
+    _merge_dims,
+    _row_offset,
+    _with_strides,
+    uses_dims,
+)
+from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.numba_expr import NumbaExprRenderer, ctor, literal
-from mdsl.codegen.plan import Plan, kernel_buffers
+from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_dir
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 
@@ -59,7 +68,17 @@ VIEW_DTYPES = {
 }
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 RESERVED = {"np", "math", "rt", "njit", "prange", "run", "range", "abs", "callback"}
-RESERVED |= {"inputs", "outputs", "consts", "arena"}
+RESERVED |= {"inputs", "outputs", "consts", "arena", "dims", "offsets", "sizes"}
+
+
+def _n(value) -> str:
+    """A dim (int or Dim over slot identifiers) as a Python int expression."""
+    return render_dim(value, "py")
+
+
+def _tuple(values) -> str:
+    """A tuple of dims as Python source."""
+    return "(" + "".join(f"{_n(v)}, " for v in values).rstrip(" ") + ")"
 
 
 def comment_text(text: str) -> str:
@@ -99,15 +118,18 @@ def render_numba(plan: Plan, parallel: bool = True) -> str:
     renderer = _ModuleRenderer(plan, env.get_template("kernel.py.j2"), parallel)
     for k in plan.kernels:
         renderer.add(k)
+    memory = plan.memory
     return env.get_template("module.py.j2").render(
         graph_name=comment_text(plan.graph.name),
         kernel_count=len(plan.kernels),
-        arena_bytes=plan.memory.arena_bytes,
-        naive_bytes=plan.memory.naive_bytes,
-        lower_bound_bytes=plan.memory.lower_bound_bytes,
+        memory=memory is not None,
+        arena_bytes=memory and memory.arena_bytes,
+        naive_bytes=memory and memory.naive_bytes,
+        lower_bound_bytes=memory and memory.lower_bound_bytes,
         functions=renderer.functions,
         buffer_lines=_buffer_lines(plan),
         call_lines=renderer.calls,
+        dims=uses_dims(plan),
     )
 
 
@@ -124,6 +146,12 @@ def _check_names(plan: Plan) -> None:
 
 def _buffer_lines(plan: Plan) -> list[str]:
     lines = []
+    if uses_dims(plan):
+        lines += [
+            f"{slot_name(i)} = int(dims[{i}])  # {comment_text(s)}"
+            for i, s in enumerate(plan.symbols)
+        ]
+    arena_slot = {name: i for i, name in enumerate(plan.arena_buffers)}
     for name, spec in plan.buffers.items():
         if spec.kind == "input":
             source = f"inputs[{spec.slot}]"
@@ -131,12 +159,15 @@ def _buffer_lines(plan: Plan) -> list[str]:
             source = f"outputs[{spec.slot}]"
         elif spec.kind == "const":
             source = f"consts[{spec.slot}]"
-        elif name in plan.memory.offsets:
+        elif plan.memory is None and name in arena_slot:  # planned per shape signature
+            i, view = arena_slot[name], VIEW_DTYPES[spec.dtype]
+            source = f"arena[offsets[{i}]:offsets[{i}] + sizes[{i}]].view({view})"
+        elif plan.memory is not None and name in plan.memory.offsets:
             start = plan.memory.offsets[name]
             view = VIEW_DTYPES[spec.dtype]
             source = f"arena[{start}:{start + spec.nbytes}].view({view})"
         else:
-            continue  # planned but never touched
+            continue  # planned but never touched, or a pointer the schedule assigns
         lines.append(f"{name} = {source}  # {comment_text(spec.tensor)}")
     return lines
 
@@ -175,20 +206,26 @@ class _ModuleRenderer:
 
     def add(self, k) -> None:
         name = function_name(k.name)
+        if isinstance(k, kir.Branch | kir.Loop):
+            from mdsl.codegen.numba_control import control_lines
+
+            self.calls += control_lines(self, k)
+            return
         if isinstance(k, kir.Callback):
             buffers = ", ".join(b or "None" for b in [*k.inputs, *k.outputs])
             self.calls.append(f"callback({k.index}, [{buffers}])  # {name}")
             return
         if _is_copy(k):
-            lines = _copy_lines(k, self.plan.memory.offsets)
+            lines = _copy_lines(k, self.plan.memory.offsets if self.plan.memory else {})
             self.calls += [f"# {name}: {'copy' if lines else 'in place, nothing to copy'}", *lines]
             return
         renamer = _Renamer()
         canonical = renamer.kernel(k)
         body, decorator = _BODY[type(k)](self, canonical, name)
-        params = list(renamer.buffers.values())
+        dims = sorted(free_symbols(k), key=lambda d: int(d.removeprefix("dim")))
+        params = list(renamer.buffers.values()) + dims
         used = self.function(name, _KIND[type(k)], k.nodes, params, body, decorator)
-        self.calls += self.call_lines(used, name, k, list(renamer.buffers))
+        self.calls += self.call_lines(used, name, k, list(renamer.buffers) + dims)
 
     def function(self, name, kind, nodes, params, body: list[str], decorator) -> str:
         """Add a function (unless one with the same code exists); the name to call."""
@@ -212,7 +249,7 @@ class _ModuleRenderer:
         """The call of `function` for kernel `name`, staging half-float buffers through
         float32 copies."""
         _, writes = kernel_buffers(k)
-        half = [a for a in args if self.plan.buffers[a].dtype in HALF]
+        half = [a for a in args if a in self.plan.buffers and self.plan.buffers[a].dtype in HALF]
         lines = [f"w_{a} = rt.widen({a})" for a in half]
         staged = [f"w_{a}" if a in half else a for a in args]
         note = f"  # {name}" if function != name else ""
@@ -221,7 +258,8 @@ class _ModuleRenderer:
         return lines
 
     def decorator(self, work: int) -> str:
-        return PARALLEL_JIT if self.parallel and work > PAR_MIN else JIT
+        big = isinstance(work, Dim) or work > PAR_MIN  # symbolic: maybe big, so prange
+        return PARALLEL_JIT if self.parallel and big else JIT
 
     # -- pointwise --------------------------------------------------------------------------------
     def pointwise(self, k: kir.Pointwise, name: str):
@@ -231,21 +269,22 @@ class _ModuleRenderer:
         idx = [f"i{d}" for d in range(len(dims))]
         views = [_with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
         r = NumbaExprRenderer(_var_types(k.loads, k.lets))
-        body = [f"{n} = {v.buffer}[{_index(v, idx)}]" for n, v in zip(load_names, views)]
+        body = [f"{n} = {v.buffer}[{_index(v, idx, 'py')}]" for n, v in zip(load_names, views)]
         body += [f"{let.var} = {r.render(let.value, let.dtype)}" for let in k.lets]
         for store, view in zip(k.stores, views[len(load_names) :]):
             value = r.render(store.value, store.access.dtype)
-            body.append(_store(view, _index(view, idx), value))
+            body.append(_store(view, _index(view, idx, "py"), value))
         decorator = self.decorator(k.size)
         return _loop_nest([d for d, _ in dims], idx, body, decorator == PARALLEL_JIT), decorator
 
     # -- row reductions -----------------------------------------------------------------------------
     def rowwise(self, k: kir.Rowwise, name: str):
-        work = k.outer_size * k.row_size if k.outer_size > 1 else 0  # rows run in parallel
-        decorator = self.decorator(work)
+        several = isinstance(k.outer_size, Dim) or k.outer_size > 1  # rows run in parallel
+        decorator = self.decorator(k.outer_size * k.row_size if several else 0)
         rows = _RowRenderer(k)
         loop = "prange" if decorator == PARALLEL_JIT else "range"
-        body = [f"for o in {loop}({k.outer_size}):"]
+        body = [f"{kir.ROW_SIZE_VAR} = {_n(k.row_size)}"] if isinstance(k.row_size, Dim) else []
+        body.append(f"for o in {loop}({_n(k.outer_size)}):")
         body += [INDENT + line for line in rows.lines()]
         return body, decorator
 
@@ -255,11 +294,12 @@ class _ModuleRenderer:
         a, b, out = k.a, k.b, k.out
         a_strides, b_strides = a.strides[: len(batch)], b.strides[: len(batch)]
         body = [
-            f"a = rt.matrix_view({a.buffer}, {a.offset}, {a_strides!r}, {batch!r}, "
-            f"{m}, {k.k}, {k.lda}, {k.trans_a})",
-            f"b = rt.matrix_view({b.buffer}, {b.offset}, {b_strides!r}, {batch!r}, "
-            f"{k.k}, {k.n}, {k.ldb}, {k.trans_b})",
-            f"rt.gemm(a, b, {out.buffer}, {out.offset}, {batch!r}, {m}, {k.n}, {k.alpha!r})",
+            f"a = rt.matrix_view({a.buffer}, {_n(a.offset)}, {_tuple(a_strides)}, "
+            f"{_tuple(batch)}, {_n(m)}, {_n(k.k)}, {_n(k.lda)}, {k.trans_a})",
+            f"b = rt.matrix_view({b.buffer}, {_n(b.offset)}, {_tuple(b_strides)}, "
+            f"{_tuple(batch)}, {_n(k.k)}, {_n(k.n)}, {_n(k.ldb)}, {k.trans_b})",
+            f"rt.gemm(a, b, {out.buffer}, {_n(out.offset)}, {_tuple(batch)}, {_n(m)}, "
+            f"{_n(k.n)}, {k.alpha!r})",
         ]
         acc = kir.Access(out.buffer, k.dtype, out.offset, contiguous_strides(k.out_shape))
         body += self.epilogue(k, name, acc)
@@ -270,7 +310,7 @@ class _ModuleRenderer:
         ohw, kdim = k.oh * k.ow, cg * k.kh * k.kw
         body = [
             f"w = {k.w}[:{k.cout * kdim}].reshape({k.group}, {coutg}, {kdim})",
-            f"for n in range({k.n}):",
+            f"for n in range({_n(k.n)}):",
             f"{INDENT}for g in range({k.group}):",
         ]
         inner = []
@@ -327,6 +367,7 @@ class _ModuleRenderer:
             f"{name}_epilogue", ep.nodes, k.out_shape, {"acc": acc, **ep.loads}, ep.lets, ep.stores
         )
         params = list(dict.fromkeys(a.buffer for a in _accesses(pointwise)))
+        params += sorted(free_symbols(pointwise), key=lambda d: int(d.removeprefix("dim")))
         body, decorator = self.pointwise(pointwise, pointwise.name)
         used = self.function(pointwise.name, "epilogue", ep.nodes, params, body, decorator)
         return [f"{used}({', '.join(params)})"]
@@ -343,7 +384,7 @@ class _ModuleRenderer:
         decorator = self.decorator(k.n * k.c * oh * ow)
         loop = "prange" if decorator == PARALLEL_JIT else "range"
         body = [
-            f"for nc in {loop}({k.n * k.c}):",
+            f"for nc in {loop}({_n(k.n * k.c)}):",
             f"{INDENT}base = nc * {h * w}",
             f"{INDENT}for oy in range({oh}):",
             f"{INDENT * 2}for ox in range({ow}):",
@@ -387,7 +428,7 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], parallel: bool
     lines = []
     for level, (size, var) in enumerate(zip(sizes, idx)):
         loop = "prange" if parallel and level == 0 else "range"
-        lines.append(INDENT * level + f"for {var} in {loop}({size}):")
+        lines.append(INDENT * level + f"for {var} in {loop}({_n(size)}):")
     return lines + [INDENT * len(sizes) + line for line in body]
 
 
@@ -396,8 +437,8 @@ def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
     lines = []
     for d, size in enumerate(shape):
         inner = math.prod(shape[d + 1 :])
-        value = f"{flat} // {inner}" if inner != 1 else flat
-        lines.append(f"{prefix}{d} = {value}" + (f" % {size}" if d else ""))
+        value = f"{flat} // {_n(inner)}" if inner != 1 else flat
+        lines.append(f"{prefix}{d} = {value}" + (f" % {_n(size)}" if d else ""))
     return lines
 
 
@@ -415,7 +456,9 @@ class _RowRenderer:
         lets += [
             let for p in k.phases if isinstance(p, (kir.Reduce, kir.RowStore)) for let in p.lets
         ]
-        self.r = NumbaExprRenderer(_var_types(k.loads, lets))
+        types = _var_types(k.loads, lets)
+        types[kir.ROW_SIZE_VAR] = DType.int64
+        self.r = NumbaExprRenderer(types)
         row_accesses = list(k.loads.values()) + [
             p.access for p in k.phases if isinstance(p, kir.RowStore)
         ]
@@ -438,7 +481,7 @@ class _RowRenderer:
         for name, a in named:
             outer = kir.Access(a.buffer, a.dtype, a.offset, a.strides[: self.n_outer])
             self.bases[id(a)] = f"b_{name}"
-            lines.append(f"b_{name} = {_index(outer, outer_idx)}")
+            lines.append(f"b_{name} = {_index(outer, outer_idx, 'py')}")
         for phase in k.phases:
             lines += self.phase(phase)
         return lines
@@ -481,7 +524,7 @@ class _RowRenderer:
 
     def row_loop(self, used: list[str], inner: list[str]) -> list[str]:
         k = self.k
-        lines = [f"for j in range({k.row_size}):"]
+        lines = [f"for j in range({_n(k.row_size)}):"]
         if len(k.row_shape) > 1 and not self.row_stride:
             lines += [INDENT + line for line in _decompose("j", "j", k.row_shape)]
         for name in used:
@@ -491,7 +534,7 @@ class _RowRenderer:
         return lines + [INDENT + line for line in inner]
 
     def row_index(self, access: kir.Access) -> str:
-        off = _row_offset(self.k, access, self.row_stride, self.n_outer)
+        off = _row_offset(self.k, access, self.row_stride, self.n_outer, "py")
         base = self.bases[id(access)]
         return f"{base} + {off}" if off else base
 
@@ -545,8 +588,8 @@ def _copy_lines(k: kir.Pointwise, offsets: dict[str, int]) -> list[str]:
         if same_bytes and (load.offset, src_strides) == (dst.offset, dst_strides):
             continue
         lines.append(
-            f"rt.strided_copy({load.buffer}, {load.offset}, {shape!r}, {src_strides!r}, "
-            f"{dst.buffer}, {dst.offset}, {dst_strides!r})"
+            f"rt.strided_copy({load.buffer}, {_n(load.offset)}, {_tuple(shape)}, "
+            f"{_tuple(src_strides)}, {dst.buffer}, {_n(dst.offset)}, {_tuple(dst_strides)})"
         )
     return lines
 

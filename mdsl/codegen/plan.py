@@ -1,20 +1,46 @@
 """The Plan: what runs, in which order, over which memory.
 
-Built from a static-shape graph whose nodes carry fusion groups: groups are ordered
-topologically, lowered to Kernel IR (falling back node by node, then to Python
-callbacks), every materialized tensor gets a buffer, and intermediate buffers are placed
-in one arena by the memory planner. Every target renders from the Plan alone.
+Built from a graph whose nodes carry fusion groups: groups are ordered topologically,
+lowered to Kernel IR (falling back node by node, then to Python callbacks), every
+materialized tensor gets a buffer, and intermediate buffers are placed in one arena by
+the memory planner. Every target renders from the Plan alone.
+
+Control flow (`control_flow=True`): an If/Case/While node becomes one `kir.Branch` /
+`kir.Loop` kernel holding a `kir.Block` per subgraph, each planned like a graph into the
+same buffer table and arena (`mdsl.codegen.lower_control`). Memory lifetimes are nested
+at the node's place in the schedule (`buffer_lifetimes`): steps number kernels in
+preorder, the node's inputs, outputs and loop state live over all of its steps, and a
+block's own buffers only within the block, so different branches, and a loop's cond and
+body, share memory.
+
+Symbolic dims (`symbolic=True`): shapes may hold `mdsl.ir.dim.Dim` expressions of the
+feeds' symbols and of control-flow nodes' dynamic dims. Lowering keeps them in Kernel IR
+(shapes, strides, offsets, GEMM sizes) and in buffer sizes; each symbol gets a slot and
+is renamed to the slot's identifier (`dim0`, ...), which targets render as run-time
+values (C: locals of `mdsl_run_dims` read from its `dims` array and passed to the kernels
+that use them; numba: driver variables). Memory is then planned per shape signature at
+run time: `Plan.layout(values)` runs the memory planner on the buffer sizes evaluated for
+the feeds' symbols (dynamic dims at their bound: `DynamicBound`), and the generated code
+reads each arena buffer's offset from an `offsets` array (`mdsl.runtime.signatures`
+caches layouts per signature). A kernel whose lowering needs an int where a feed's symbol
+stands (a convolution window over a symbolic spatial dim) raises `NotSymbolic`: the
+executable then specializes the whole graph per signature instead; one that needs an int
+where only a dynamic dim stands runs as a Python callback. A plan without symbols is
+planned as before, its memory computed once (`Plan.memory`).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mdsl.codegen import kir
 from mdsl.codegen.custom_c import c_binding, lower_custom_call
+from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
     Unsupported,
@@ -26,8 +52,9 @@ from mdsl.codegen.lower import (
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import CompileError
+from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.passes.fusion import fusion_groups, group_kind, node_role
@@ -54,12 +81,14 @@ class BufferSpec:
     name: str
     tensor: str
     dtype: DType
-    elements: int
-    kind: str
+    elements: int | Dim | tuple  # a tuple: the largest of its members (loop state)
+    kind: str  # ... or "pointer": a name the generated code points at other buffers
     slot: int = 0
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int | Dim:
+        if isinstance(self.elements, tuple):
+            raise CompileError(f"buffer {self.name} has no single size expression")
         return self.elements * self.dtype.itemsize
 
 
@@ -74,9 +103,115 @@ class Plan:
     callbacks: list[Node] = field(default_factory=list)
     memory: MemoryPlan | None = None
     fallbacks: list[str] = field(default_factory=list)  # why groups were split or called back
+    # symbolic plans (see the module doc): symbol names by slot, dynamic dims' bounds,
+    # buffer lifetimes and in-place pairs for planning memory at run time
+    symbols: list[str] = field(default_factory=list)
+    input_symbols: list[str] = field(default_factory=list)
+    bounds: list[DynamicBound] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    inplace: dict[str, str] = field(default_factory=dict)
 
     def buffer(self, name: str) -> BufferSpec:
         return self.buffers[name]
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether sizes depend on dims known at run time (memory is then planned per
+        shape signature by `layout`, and `memory` is None)."""
+        return bool(self.symbols)
+
+    @property
+    def has_control_flow(self) -> bool:
+        return any(isinstance(k, kir.Branch | kir.Loop) for k in self.kernels)
+
+    def all_kernels(self) -> list:
+        """Every kernel, those inside control-flow blocks too, in preorder."""
+        return kir.walk_kernels(self.kernels)
+
+    @property
+    def arena_buffers(self) -> list[str]:
+        """The buffers placed in the arena, in the order of the `offsets` array."""
+        return [n for n, s in self.buffers.items() if n in self.lifetimes and _in_arena(s)]
+
+    def slot_values(self, values: Mapping[str, int]) -> dict[str, int]:
+        """`values` (symbol -> size) keyed by slot identifier (`dim0`, ...)."""
+        return {slot_name(i): values[s] for i, s in enumerate(self.symbols) if s in values}
+
+    def _extremes(self, values: Mapping[str, int]) -> tuple[dict, dict]:
+        """Slot values for the feeds' symbols `values`, with every dynamic dim at its
+        largest size, and at its smallest (sizes are assumed monotonic in it)."""
+        high, low = self.slot_values(values), self.slot_values(values)
+        for bound in self.bounds:
+            high[bound.symbol] = bound.upper(high, low)
+            low[bound.symbol] = bound.lo
+        return high, low
+
+    def bound_values(self, values: Mapping[str, int]) -> tuple[dict, dict]:
+        """(slot identifier -> value, symbol -> value): `values` with the dynamic dims
+        at their largest sizes, to evaluate sizes of the plan / of its graph with."""
+        high, _ = self._extremes(values)
+        by_name = {
+            s: high[slot_name(i)] for i, s in enumerate(self.symbols) if slot_name(i) in high
+        }
+        return high, {**values, **by_name}
+
+    def sizes(self, values: Mapping[str, int]) -> dict[str, int]:
+        """Elements of every buffer for the input symbols `values` (dynamic dims at the
+        largest size they can take: their bound)."""
+        high, low = self._extremes(values)
+        return {
+            name: max(evaluate_size(s.elements, high), evaluate_size(s.elements, low))
+            for name, s in self.buffers.items()
+        }
+
+    def layout(self, values: Mapping[str, int]) -> MemoryPlan:
+        """The memory plan for input symbols `values`: every arena buffer at its size."""
+        sizes = self.sizes(values)
+        buffers = [
+            Buffer(name, sizes[name] * self.buffers[name].dtype.itemsize, *self.lifetimes[name])
+            for name in self.arena_buffers
+        ]
+        return plan_memory(buffers, inplace=self.inplace)
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicBound:
+    """The largest size a control-flow node's dynamic dim `symbol` (a slot name) can take:
+    the declared `hi` of a loop-carried dim, or the largest of `candidates` (each
+    branch's size for it, dims of other symbols); `lo` is its declared minimum."""
+
+    symbol: str
+    lo: int
+    hi: int | None
+    candidates: tuple = ()
+
+    def upper(self, high: Mapping[str, int], low: Mapping[str, int]) -> int:
+        if not self.candidates:
+            return int(self.hi)
+        return max(evaluate_size(c, env) for c in self.candidates for env in (high, low))
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run-time check of the generated code: status `base + index` reports `message`
+    (`{value}` in it: the offending value the code stored) for `node`."""
+
+    message: str
+    node: kir.NodeRef
+
+
+class NotSymbolic(CompileError):
+    """A kernel cannot be generated with its symbolic dims (the caller specializes)."""
+
+
+def slot_name(index: int) -> str:
+    """The identifier of symbol slot `index` in generated code."""
+    return f"dim{index}"
+
+
+def _in_arena(spec: BufferSpec) -> bool:
+    return spec.kind in ("arena", "scratch")
 
 
 @dataclass(slots=True)
@@ -86,20 +221,81 @@ class _Group:
     kind: str
 
 
-def build_plan(g: Graph, *, c_bindings: bool = False) -> Plan:
-    """Plan a static-shape graph (fusion groups read from the nodes).
+def build_plan(
+    g: Graph, *, c_bindings: bool = False, control_flow: bool = False, symbolic: bool = False
+) -> Plan:
+    """Plan a graph (fusion groups read from the nodes).
 
     With `c_bindings` (a target that links C), a node whose op has a "c" binding becomes
-    a call of that function, which wins over every generated form of the op."""
-    _check_static(g)
+    a call of that function, which wins over every generated form of the op. With
+    `control_flow`, If/Case/While nodes become `kir.Branch`/`kir.Loop` kernels holding
+    their planned subgraphs (else Python callbacks). With `symbolic`, shapes may hold
+    symbolic dims (see the module doc); else every shape must be static."""
+    if symbolic:
+        _check_bound(g, control_flow)
+    else:
+        _check_static(g)
     plan = Plan(g)
-    builder = _PlanBuilder(plan, c_bindings)
+    builder = _PlanBuilder(plan, c_bindings, control_flow)
     builder.assign_io_buffers()
-    for group in ordered_groups(g):
-        plan.kernels.extend(builder.lower_group(group))
+    plan.kernels.extend(builder.lower_graph(g))
     builder.copy_aliased_outputs()
-    plan.memory = builder.plan_arena()
+    _name_symbol_slots(plan)
+    plan.lifetimes, steps = buffer_lifetimes(plan.kernels)
+    plan.lifetimes = {b: life for b, life in plan.lifetimes.items() if b in plan.buffers}
+    plan.inplace = _inplace_candidates(plan, steps)
+    if not plan.is_symbolic:
+        plan.memory = plan.layout({})
     return plan
+
+
+def _check_bound(g: Graph, control_flow: bool) -> None:
+    """Every dim of the schedule is known when its tensor is made: an int, or built from
+    symbols the feeds bind or (with `control_flow`) a control-flow node's dynamic dims."""
+    from mdsl.ir.rewrite import all_graphs
+    from mdsl.ops.control_flow import is_control_flow
+
+    known = {s for t in g.inputs.values() for s in free_symbols(tuple(t.shape))}
+    for sub in all_graphs(g) if control_flow else [g]:
+        known |= {s for n in sub if is_control_flow(n) for s in n.attrs.get("dynamic") or ()}
+    for sub in all_graphs(g) if control_flow else [g]:
+        for node in sub:
+            for t in node.outputs:
+                unknown = free_symbols(tuple(t.type.storage_shape)) - known
+                if unknown:
+                    raise CompileError(
+                        f"output {t.name} has shape {t.type.describe()}, known only at run "
+                        f"time ({', '.join(sorted(unknown))} bound by no input); compiled "
+                        "backends plan buffers from the inputs' dims: run this graph with "
+                        "mdsl.interpret (or backend='python')",
+                        node=node.name,
+                        op_type=node.op_type,
+                        source=node.source,
+                    )
+
+
+def _name_symbol_slots(plan: Plan) -> None:
+    """Give every symbol of the plan a slot (the feeds' symbols first) and rename it to
+    the slot's identifier in kernels, buffer sizes and bounds."""
+    g = plan.graph
+    inputs = []
+    for t in g.inputs.values():
+        for d in t.shape:
+            for s in sorted(free_symbols(d)):
+                if s not in inputs:
+                    inputs.append(s)
+    used = free_symbols(plan.kernels) | free_symbols(plan.buffers) | free_symbols(plan.bounds)
+    dynamic = [b.symbol for b in plan.bounds]
+    rest = sorted(used - set(inputs) - set(dynamic))
+    plan.symbols = inputs + [s for s in dynamic if s not in inputs] + rest
+    plan.input_symbols = inputs
+    if not plan.symbols:
+        return
+    names = {s: slot_name(i) for i, s in enumerate(plan.symbols)}
+    plan.kernels = rename_symbols(plan.kernels, names)
+    plan.buffers = rename_symbols(plan.buffers, names)
+    plan.bounds = rename_symbols(plan.bounds, names)
+    plan.bounds = [DynamicBound(names[b.symbol], b.lo, b.hi, b.candidates) for b in plan.bounds]
 
 
 def _check_static(g: Graph) -> None:
@@ -164,9 +360,10 @@ def _toposort(groups, group_of, position) -> list[_Group]:
 
 
 class _PlanBuilder:
-    def __init__(self, plan: Plan, c_bindings: bool = False):
+    def __init__(self, plan: Plan, c_bindings: bool = False, control_flow: bool = False):
         self.plan = plan
         self.c_bindings = c_bindings
+        self.control_flow = control_flow
         self.of_tensor: dict[Tensor, str] = {}
         self.output_copies: list[tuple[str, Tensor]] = []
         self.ctx = Context(self.buffer_of, self.scratch, self.callback)
@@ -202,6 +399,26 @@ class _PlanBuilder:
             self.of_tensor[t] = self._add(name, t, t.dtype, _numel(t), "arena")
         return self.of_tensor[t]
 
+    def new_buffer(self, prefix: str, dtype: DType, elements, kind: str) -> str:
+        """A buffer of no tensor (loop state, pointers), named `<prefix><n>`."""
+        name = f"{prefix}{sum(1 for b in self.plan.buffers if b.startswith(prefix))}"
+        return self._add(name, None, dtype, elements, kind)
+
+    def assign_constants(self, g: Graph) -> None:
+        """Buffers for the constants of subgraph `g` (the graph's own: `assign_io_buffers`)."""
+        for node in g.constants:
+            t = node.outputs[0]
+            slot = len(self.plan.constants)
+            self.plan.constants.append(np.ascontiguousarray(node.const_value()))
+            self.of_tensor[t] = self._add(f"c{slot}", t, t.dtype, _numel(t), "const", slot)
+
+    def failure(self, node: Node, message: str) -> int:
+        """Register a run-time check failing with `message` at `node`; its index."""
+        from mdsl.codegen.lower import node_ref
+
+        self.plan.failures.append(Failure(message, node_ref(node)))
+        return len(self.plan.failures) - 1
+
     def scratch(self, elements: int, dtype: DType) -> str:
         name = f"scratch{len(self.scratch_step)}"
         self.scratch_step[name] = len(self.plan.kernels)
@@ -212,29 +429,64 @@ class _PlanBuilder:
         return len(self.plan.callbacks) - 1
 
     # -- lowering with fallbacks ------------------------------------------------------------------
+    def lower_graph(self, g: Graph) -> list:
+        """The kernels of graph (or subgraph) `g`, in schedule order."""
+        kernels = []
+        for group in ordered_groups(g):
+            kernels.extend(self.lower_group(group))
+        return kernels
+
     def lower_group(self, group: _Group) -> list:
         try:
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
-            return _lower_whole(self.ctx, group)
+            return self._lower_symbolic(group, _lower_whole)
         except Unsupported as why:
             if len(group.nodes) > 1:
                 self.plan.fallbacks.append(f"group of {_ops(group.nodes)} split: {why}")
             kernels = []
-            uses = use_map(self.plan.graph)
+            uses = use_map(group.nodes[0].graph or self.plan.graph)
             for node in group.nodes:
                 outs = [t for t in node.outputs if uses.get(t)]
                 kernels.extend(self._lower_single(node, outs))
             return kernels
 
     def _lower_single(self, node: Node, outputs: list[Tensor]) -> list:
-        if self.c_bindings and c_binding(node):
-            return [lower_custom_call(self.ctx, node)]
+        single = _Group([node], outputs, group_kind([node]))
         try:
-            return _lower_whole(self.ctx, _Group([node], outputs, group_kind([node])))
+            if self.c_bindings and c_binding(node):
+                return self._lower_symbolic(
+                    single, lambda _, g: [lower_custom_call(self.ctx, node)]
+                )
+            if self.control_flow and node.subgraphs:
+                from mdsl.codegen.lower_control import lower_control_flow
+
+                return [lower_control_flow(self, node)]
+            return self._lower_symbolic(single, _lower_whole)
         except Unsupported as why:
             self.plan.fallbacks.append(f"{node.name} ({node.op_type}) runs in Python: {why}")
             return [lower_callback(self.ctx, node)]
+
+    def _lower_symbolic(self, group: _Group, lower) -> list:
+        """`lower(ctx, group)`; a lowering that cannot handle the group's symbolic dims
+        (an int needed, a size compared) raises NotSymbolic when the feeds' symbols are
+        involved (the caller specializes the graph), else Unsupported (a callback runs
+        the node: its dims are data-dependent, no specialization would fix them)."""
+        try:
+            return lower(self.ctx, group)
+        except (ShapeError, TypeError) as e:
+            symbols = _group_symbols(group.nodes)
+            if not symbols:
+                raise
+            inputs = {s for t in self.plan.graph.inputs.values() for s in free_symbols(t.shape)}
+            if symbols & inputs:
+                raise NotSymbolic(
+                    f"{_ops(group.nodes)} cannot be generated with symbolic dims "
+                    f"({', '.join(sorted(symbols))}): {e}",
+                    node=group.nodes[0].name,
+                    op_type=group.nodes[0].op_type,
+                ) from e
+            raise Unsupported(f"dims known only at run time: {e}") from e
 
     def copy_aliased_outputs(self) -> None:
         from mdsl.codegen.access import contiguous
@@ -253,24 +505,63 @@ class _PlanBuilder:
                 )
             )
 
-    # -- memory -----------------------------------------------------------------------------------
-    def plan_arena(self) -> MemoryPlan:
-        first: dict[str, int] = {}
-        last: dict[str, int] = {}
-        for step, kernel in enumerate(self.plan.kernels):
-            reads, writes = kernel_buffers(kernel)
-            for b in writes:
-                first.setdefault(b, step)
-                last[b] = max(last.get(b, step), step)
-            for b in reads:
-                first.setdefault(b, step)
-                last[b] = step
-        buffers = []
-        for name, spec in self.plan.buffers.items():
-            if spec.kind not in ("arena", "scratch") or name not in first:
+
+def _group_symbols(nodes: list[Node]) -> set[str]:
+    tensors = [t for n in nodes for t in (*n.inputs, *n.outputs) if t is not None]
+    return free_symbols([tuple(t.type.storage_shape) for t in tensors])
+
+
+# -- memory: buffer lifetimes over the schedule ----------------------------------------------------
+def buffer_lifetimes(kernels: list) -> tuple[dict[str, tuple[int, int]], list[tuple[int, object]]]:
+    """(buffer -> (first step, last step), [(step, kernel)] of the non-control-flow
+    kernels). Steps number kernels in preorder; a control-flow kernel takes a step before
+    its blocks and one after, a block one after its kernels (its copies, a loop's test).
+    The node's inputs and outputs and a loop's state live from the first to the last
+    step of the node: a loop reads its captures in every iteration, and which block
+    writes an output is known only at run time. A block's own buffers live within the
+    block, so the buffers of different branches, or of a loop's cond and body, may share
+    memory: they never run at the same time."""
+    spans: dict[str, list[int]] = {}
+    steps: list[tuple[int, object]] = []
+    counter = itertools.count()
+
+    def use(buffer: str, *at: int) -> None:
+        span = spans.setdefault(buffer, [at[0], at[0]])
+        span[0], span[1] = min(span[0], *at), max(span[1], *at)
+
+    def block(b: kir.Block) -> int:
+        walk(b.kernels)
+        end = next(counter)
+        for c in b.copies:
+            use(c.src, end)
+            use(c.dst, end)
+        return end
+
+    def walk(ks: list) -> None:
+        for k in ks:
+            if isinstance(k, kir.Branch | kir.Loop):
+                start = next(counter)
+                held = [*k.reads, *k.outputs]
+                if isinstance(k, kir.Loop):
+                    held += [b for v in k.state for b in (v.first, v.second)]
+                    held += [b for c in (*k.init, *k.final) for b in (c.src, c.dst)]
+                    use(k.pred, block(k.cond))
+                    block(k.body)
+                else:
+                    for b in k.blocks:
+                        block(b)
+                end = next(counter)
+                for b in held:
+                    use(b, start, end)
                 continue
-            buffers.append(Buffer(name, spec.nbytes, first[name], last[name]))
-        return plan_memory(buffers, inplace=_inplace_candidates(self.plan, last))
+            step = next(counter)
+            steps.append((step, k))
+            reads, writes = kernel_buffers(k)
+            for b in reads | writes:
+                use(b, step)
+
+    walk(kernels)
+    return {b: (lo, hi) for b, (lo, hi) in spans.items()}, steps
 
 
 def _lower_whole(ctx: Context, group: _Group) -> list:
@@ -318,14 +609,17 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return {k.x}, {k.out}
     if isinstance(k, (kir.Callback, kir.CustomCall)):
         return {b for b in k.inputs if b}, set(k.outputs)
+    if isinstance(k, kir.Branch | kir.Loop):
+        return set(k.reads), set(k.outputs)
     raise TypeError(f"unknown kernel {k!r}")
 
 
-def _inplace_candidates(plan: Plan, last: dict[str, int]) -> dict[str, str]:
+def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str, str]:
     """A pointwise store may reuse a load's arena buffer read at the same positions, when
     this kernel is that buffer's last reader."""
+    last = {b: life[1] for b, life in plan.lifetimes.items()}
     out = {}
-    for step, k in enumerate(plan.kernels):
+    for step, k in steps:
         if not isinstance(k, kir.Pointwise) or len(k.stores) != 1:
             continue
         store = k.stores[0].access
@@ -353,11 +647,12 @@ def _stored(node: Node) -> bool:
     )
 
 
-def _numel(t: Tensor) -> int:
-    """Elements of `t`'s buffer: its storage shape (padded in NC1HWC0, FRACTAL_NZ)."""
+def _numel(t: Tensor) -> int | Dim:
+    """Elements of `t`'s buffer: its storage shape (padded in NC1HWC0, FRACTAL_NZ); an
+    expression of symbols when the shape is symbolic."""
     n = 1
     for d in t.type.storage_shape:
-        n *= int(d)
+        n *= d if isinstance(d, Dim) else int(d)
     return n
 
 

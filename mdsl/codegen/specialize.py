@@ -1,12 +1,14 @@
-"""Specialization: a copy of a graph with every symbolic dim replaced by its value.
+"""Specialization: a copy of a graph with symbolic dims replaced by their values.
 
-Code is generated for static shapes; an executable specializes its graph for each shape
-signature it meets (and caches the result).
+A static variant (`mdsl.compile(g, specialize=...)`, or a graph whose kernels cannot
+be generated symbolically) is generated from the graph specialized for every symbol;
+binding only some symbols leaves the others symbolic (`2*N*S` with N = 4 becomes `8*S`).
 """
 
 from __future__ import annotations
 
-from mdsl.ir.dim import evaluate_dims
+from mdsl.codegen.dims import substitute
+from mdsl.ir.dim import Dim, evaluate_dims
 from mdsl.ir.errors import ShapeError
 from mdsl.ir.graph import Graph
 from mdsl.ir.rewrite import all_graphs, clone_graph
@@ -14,8 +16,17 @@ from mdsl.ir.tensor_type import TensorType
 
 
 def specialize(g: Graph, symbols: dict[str, int]) -> Graph:
-    """A clone of `g` whose tensor types and attrs hold ints only, except dims known only
-    at run time (a control-flow node's dynamic dims), which `build_plan` refuses."""
+    """A clone of `g` with the symbols in `symbols` replaced by their values in tensor
+    types and attrs; other symbols (unbound ones, a control-flow node's dynamic dims)
+    stay in the expressions.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", ("N", "S", 4))
+    ...     g.output(x.reshape(-1, 4), "y")
+    >>> specialize(g, {"N": 2}).outputs["y"].shape
+    (Dim('2*S'), 4)
+    """
     static = clone_graph(g)
     for sub in all_graphs(static):
         for node in sub:
@@ -30,5 +41,13 @@ def specialize(g: Graph, symbols: dict[str, int]) -> Graph:
 def _evaluated(value, symbols: dict[str, int]):
     try:
         return evaluate_dims(value, symbols)
-    except ShapeError:  # a symbol no input binds: left for the run-time check to report
-        return value
+    except ShapeError:  # some symbols unbound: substitute the bound ones
+        return _substituted(value, symbols)
+
+
+def _substituted(value, symbols: dict[str, int]):
+    if isinstance(value, Dim):
+        return substitute(value, symbols)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_substituted(v, symbols) for v in value)
+    return value

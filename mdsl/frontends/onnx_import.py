@@ -185,7 +185,10 @@ def _inline_functions(proto):
         return proto
     from onnx import inliner
 
-    return inliner.inline_local_functions(proto)
+    try:
+        return inliner.inline_local_functions(proto)
+    except Exception as e:  # the C++ inliner reports malformed functions in its own types
+        raise GraphError(f"cannot inline the model's local functions: {e}") from None
 
 
 def _check_opset(proto) -> dict[str, int]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
-from mdsl.ir.rewrite import clone_graph, insert_nodes, new_node, prune_dead
+from mdsl.ir.rewrite import clone_graph, insert_nodes, mark_changed, new_node, prune_dead
 from mdsl.ops.transfer import COPY_OPS, copy_op_type
 from mdsl.passes.cost import CostModel
 from mdsl.passes.manager import PassResult, register
@@ -266,7 +266,7 @@ def _insert_copy(g: Graph, t: Tensor, readers: list, model: CostModel, home, nes
     insert_nodes(g, [node], before=_first(g, [r for r, _ in readers]))
     for reader, i in readers:
         reader.inputs[i] = node.outputs[0]
-    g._version += 1  # readers were edited in place
+    mark_changed(g)  # readers were edited in place
     return Copy(
         node.name,
         op_type,
@@ -310,7 +310,7 @@ def _duplicate_constants(g: Graph, home: str) -> None:
             insert_nodes(g, [twin], before=const)
             for reader, i in by_device[device]:
                 reader.inputs[i] = twin.outputs[0]
-        g._version += 1
+        mark_changed(g)
 
 
 # -- cutting into partitions --------------------------------------------------------------------
@@ -320,7 +320,7 @@ def _cut(placed: Graph, copies: list[Copy], policy: PlacementPolicy) -> Partitio
     segment = _segments(placed, copy_names, policy.host)
     order = sorted(
         set(segment.values()),
-        key=lambda k: (k[1], policy.names.index(k[0]) if k[0] in policy.names else 99),
+        key=lambda k: (k[1], policy.names.index(k[0])),
     )
     index = {key: i for i, key in enumerate(order)}
     piece_of = {name: index[key] for name, key in segment.items()}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
-from mdsl.ir.rewrite import clone_graph, insert_nodes, new_node, prune_dead
+from mdsl.ir.rewrite import clone_graph, insert_nodes, mark_changed, new_node, prune_dead
 from mdsl.ops.transfer import RECV, SEND
 from mdsl.passes.cost import CostModel
 from mdsl.passes.split import split_graph, tensor_key
@@ -133,6 +133,8 @@ def pipeline_stages(
     """
     if isinstance(n_stages, bool) or not isinstance(n_stages, int) or n_stages < 1:
         raise GraphError(f"pipeline_stages: n_stages must be a positive int, got {n_stages!r}")
+    if not slack >= 0:
+        raise GraphError(f"pipeline_stages: slack must be >= 0, got {slack!r}")
     work = clone_graph(g)
     prune_dead(work)
     model = CostModel(work, sizes)
@@ -250,7 +252,7 @@ def _pair(g: Graph, t: Tensor, src: int, dst: int, readers: list, stage_of: dict
     insert_nodes(g, [recv], before=readers[0][0])
     for reader, i in readers:
         reader.inputs[i] = recv.outputs[0]
-    g._version += 1  # readers were edited in place
+    mark_changed(g)  # readers were edited in place
 
 
 def _after(g: Graph, node: Node) -> Node | None:

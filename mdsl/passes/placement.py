@@ -278,15 +278,15 @@ class _Placer:
             self.pinned.add(id(node))
 
     def _known_device(self, node: Node, device: str) -> DeviceSpec:
-        try:
-            return self.policy.device(device)
-        except GraphError as e:
+        if device not in self.policy.names:
             raise GraphError(
-                f"placed on {device!r}: {e.message}",
+                f"placed on {device!r}, which is not in the placement policy "
+                f"({', '.join(self.policy.names)})",
                 node=node.name,
                 op_type=node.op_type,
                 source=node.source,
-            ) from None
+            )
+        return self.policy.device(device)
 
     def _place_greedily(self) -> None:
         for node in self.ops:

@@ -13,7 +13,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from mdsl.codegen.c_target import render_c
+from mdsl.codegen.c_target import render_c, uses_dims
 from mdsl.codegen.custom_c import link_args
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
@@ -22,6 +22,7 @@ from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.runtime.executable import KernelInfo
 from mdsl.runtime.kernels import node_kernel
+from mdsl.runtime.signatures import PlanShapes, storage_shape
 
 _FFI = cffi.FFI()
 _FFI.cdef(
@@ -31,6 +32,12 @@ _FFI.cdef(
                  char *arena, mdsl_callback_t callback);
     int mdsl_run_profile(void *const *inputs, void *const *outputs, const void *const *consts,
                          char *arena, mdsl_callback_t callback, double *timings);
+    int mdsl_run_dims(void *const *inputs, void *const *outputs, const void *const *consts,
+                      char *arena, mdsl_callback_t callback, int64_t *dims,
+                      const int64_t *offsets);
+    int mdsl_run_dims_profile(void *const *inputs, void *const *outputs,
+                              const void *const *consts, char *arena, mdsl_callback_t callback,
+                              int64_t *dims, const int64_t *offsets, double *timings);
     void mdsl_set_threads(int n);
     """
 )
@@ -49,13 +56,16 @@ def _load_library(path: Path):
 
 class CBackend:
     name = "c"
+    symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
 
     def __init__(self, march_native: bool = True):
         self.toolchain = default_toolchain(march_native)
 
     def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
-        static = specialize(graph, symbols) if symbols else graph
-        plan = build_plan(static, c_bindings=True)
+        """The variant for `symbols` (every symbol of the graph, or some of them: the
+        others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
+        when a kernel cannot be generated with the symbols left."""
+        plan = plan_variant(graph, symbols)
         source = render_c(plan)
         toolchain = self.toolchain
         if link_args(plan):  # custom ops bound to prebuilt libraries
@@ -63,6 +73,12 @@ class CBackend:
         library = build_library(source, toolchain, graph.name)
         sources = {f"{_file_stem(graph.name)}.c": source}
         return CVariant(plan, sources, library, threads, toolchain=toolchain)
+
+
+def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
+    """The plan of the C variant of `graph` for `symbols` (see `CBackend.build`)."""
+    static = specialize(graph, symbols) if symbols else graph
+    return build_plan(static, c_bindings=True, control_flow=True, symbolic=True)
 
 
 def _file_stem(name: str) -> str:
@@ -87,16 +103,29 @@ class CVariant:
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
         outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
-        self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
-        self._arena_size = self.plan.memory.arena_bytes + ALIGN
-        self._mdsl_run = self.lib.mdsl_run
+        self._shapes = PlanShapes(self.plan) if uses_dims(self.plan) else None
+        if self._shapes is None:
+            self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
+            self._arena_size = self.plan.memory.arena_bytes + ALIGN
+            self._mdsl_run = self.lib.mdsl_run
+        else:
+            self._output_specs = [(None, t.dtype.np) for t in outputs]
+            self._arena_size = ALIGN
+            self._mdsl_run = self.lib.mdsl_run_dims
+
+    @property
+    def memory(self):
+        """The memory plan (a symbolic plan's: that of the latest shape signature run)."""
+        if self._shapes is None:
+            return self.plan.memory
+        return self._shapes.latest
 
     def kernel_infos(self) -> list[KernelInfo]:
         from mdsl.codegen.c_target import _KIND
 
         return [
             KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
-            for k in self.plan.kernels
+            for k in self.plan.all_kernels()
         ]
 
     # -- one run ---------------------------------------------------------------------------------
@@ -107,9 +136,10 @@ class CVariant:
         """`run` through this variant's profiling build (`render_c(plan, profile=True)`,
         built on first use into the library cache); also returns each kernel's (start
         after the call began, duration) in seconds, one row per kernel."""
-        timings = np.zeros((max(1, len(self.plan.kernels)), 2))
+        count = len(self.plan.all_kernels())
+        timings = np.zeros((max(1, count), 2))
         outputs = self._call(self._profile_entry(), env, _FFI.from_buffer("double[]", timings))
-        return outputs, timings[: len(self.plan.kernels)]
+        return outputs, timings[:count]
 
     def _profile_entry(self):
         entry = getattr(self, "_mdsl_run_profile", None)
@@ -124,10 +154,14 @@ class CVariant:
         lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
         if self.threads:
             lib.mdsl_set_threads(int(self.threads))
-        self._mdsl_run_profile = lib.mdsl_run_profile
+        self._mdsl_run_profile = (
+            lib.mdsl_run_profile if self._shapes is None else lib.mdsl_run_dims_profile
+        )
         return self._mdsl_run_profile
 
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
+        if self._shapes is not None:
+            return self._call_with_dims(entry, env, *extra)
         state = getattr(self._local, "state", None)
         if state is None:
             state = self._new_thread_state()
@@ -147,37 +181,81 @@ class CVariant:
             self._raise(status)
         return dict(zip(self.plan.outputs, outputs))
 
-    def _new_thread_state(self):
+    def _call_with_dims(self, entry, env: dict[str, np.ndarray], *extra):
+        """A run of a `mdsl_run_dims` unit: the signature's layout, the symbols' values."""
+        shapes = self._shapes
+        values = shapes.symbols(env)
+        layout = shapes.layout(values)
+        state = getattr(self._local, "state", None)
+        if state is None or self._local.arena_owner.size < layout.memory.arena_bytes + ALIGN:
+            state = self._new_thread_state(layout.memory.arena_bytes + ALIGN)
+            self._local.dims_state = None
+        in_ptrs, out_ptrs, arena = state
+        dims_state = getattr(self._local, "dims_state", None)
+        if dims_state is None:  # this thread's dims array, and a pointer to it
+            array = np.zeros(shapes.slots, np.int64)
+            dims_state = self._local.dims_state = (array, _FFI.from_buffer("int64_t[]", array))
+        if layout.native is None:
+            layout.native = _FFI.from_buffer("int64_t[]", layout.offsets)
+        keep = []  # contiguous copies stay alive for the call
+        for i, name in enumerate(self.plan.inputs):
+            a = np.ascontiguousarray(env[name])
+            keep.append(a)
+            in_ptrs[i] = _ptr(a)
+        outputs = shapes.new_outputs(layout, values)
+        for i, a in enumerate(outputs):
+            out_ptrs[i] = _ptr(a)
+        dims = self._local.dims = shapes.new_dims(values, dims_state[0])
+        self._local.error = None
+        status = entry(
+            in_ptrs,
+            out_ptrs,
+            self._const_ptrs,
+            arena,
+            self._callback,
+            dims_state[1],
+            layout.native,
+            *extra,
+        )
+        self._local.dims = None
+        if status != 0 or self._local.error is not None:
+            self._raise(status, dims)
+        return dict(zip(self.plan.outputs, shapes.finish(outputs, dims)))
+
+    def _new_thread_state(self, arena_size: int | None = None):
         """Pointer tables and an arena owned by the calling thread (calls run concurrently);
         thread-local, so they are freed with their thread."""
         in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
         out_ptrs = _FFI.new("void *[]", max(1, len(self._output_specs)))
-        raw = np.empty(self._arena_size, np.uint8)
+        raw = np.empty(arena_size or self._arena_size, np.uint8)
         arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
         state = self._local.state = (in_ptrs, out_ptrs, arena)
         self._local.arena_owner = raw
         return state
 
-    def _raise(self, status: int):
+    def _raise(self, status: int, dims: np.ndarray | None = None):
         if self._local.error is not None:
             raise self._local.error
-        raise _run_failure(self.plan, status)
+        failed_check = self._shapes and self._shapes.failure(status, dims)
+        raise failed_check or _run_failure(self.plan, status)
 
     # -- Python callbacks -----------------------------------------------------------------------
     def _on_callback(self, index: int, buffers) -> int:
         node = self.plan.callbacks[index]
         try:
+            dims = getattr(self._local, "dims", None)
+            env = None if dims is None else self._shapes.environment(dims)
             args = []
             for i, t in enumerate(node.inputs):
-                args.append(None if t is None else _view(buffers[i], t).copy())
+                args.append(None if t is None else _view(buffers[i], t, env).copy())
             base = len(node.inputs)
-            _, kernel = node_kernel(node)
-            specs = [(_storage_shape(t), t.dtype.np) for t in node.outputs]
+            _, kernel = node_kernel(node, symbols=env)
+            specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
             results = kernel(args, specs)
             for j, (t, value) in enumerate(zip(node.outputs, results)):
                 np.copyto(
-                    _view(buffers[base + j], t),
-                    np.asarray(value, dtype=t.dtype.np).reshape(_storage_shape(t)),
+                    _view(buffers[base + j], t, env),
+                    np.asarray(value, dtype=t.dtype.np).reshape(storage_shape(t, env)),
                 )
             return 0
         except MdslError as e:
@@ -199,9 +277,10 @@ class CVariant:
 def _run_failure(plan: Plan, status: int) -> ExecutionError:
     """The error for a failed run; a kernel that fails returns its step + 1."""
     graph = plan.graph.name
-    if not 1 <= status <= len(plan.kernels):
+    kernels = plan.all_kernels()
+    if not 1 <= status <= len(kernels):
         return ExecutionError(f"graph {graph!r}: the compiled run failed (status {status})")
-    kernel = plan.kernels[status - 1]
+    kernel = kernels[status - 1]
     node = kernel.nodes[0] if kernel.nodes else None
     return ExecutionError(
         f"graph {graph!r}: kernel {kernel.name} failed (its C function returned nonzero)",
@@ -218,13 +297,10 @@ def _ptr(array: np.ndarray):
         return _FFI.cast("void *", array.ctypes.data)
 
 
-def _storage_shape(t) -> tuple[int, ...]:
-    """The shape `t`'s buffer holds: its storage shape (the layout pass, TransData)."""
-    return tuple(int(d) for d in t.type.storage_shape)
-
-
-def _view(pointer, t) -> np.ndarray:
-    shape = _storage_shape(t)
+def _view(pointer, t, env=None) -> np.ndarray:
+    """The buffer of `t` at `pointer`, of its storage shape (the layout pass, TransData);
+    `env` gives symbolic dims their values."""
+    shape = storage_shape(t, env)
     count = int(np.prod(shape, dtype=np.int64))
     nbytes = count * t.dtype.itemsize
     raw = (

@@ -20,6 +20,7 @@ def compile(
     march_native: bool = True,
     debug: bool = False,
     devices: dict[str, str] | None = None,
+    specialize: dict[str, list[int]] | bool | None = None,
 ) -> Executable:
     """Optimize `g` (`mdsl.optimize(g, opt_level)`) and compile it for `backend`.
 
@@ -31,6 +32,23 @@ def compile(
     value) so `exe.run(feeds, capture=True)` and `mdsl.compare` see every tensor.
     `devices={"cpu": "c", "npu:0": "numba"}` places and partitions `g` by device and
     compiles each partition with its device's backend (`mdsl.runtime.hetero`).
+
+    Symbolic dims: "c" (and "python") build one variant for every shape signature, dims
+    passed at run time and memory planned per signature. `specialize={"N": [1, 8, 32]}`
+    also builds, now, a variant with N static for each listed size, used when a call's
+    N matches (every combination when several symbols are listed; the others stay
+    symbolic); `specialize=True` builds a static variant per signature met instead (as
+    "numba" always does). See `mdsl.runtime.executable`.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph("scale") as g:
+    ...     x = g.input("x", (mdsl.Dim("N", max=64), 4))
+    ...     g.output(x * 2.0, "y")
+    >>> exe = mdsl.compile(g, backend="c", specialize={"N": [1, 8]})
+    >>> sorted(exe.variants())
+    [(('N', 1),), (('N', 8),)]
+    >>> exe(x=np.ones((3, 4), np.float32))["y"].shape, sorted(exe.variants())[0]
+    ((3, 4), ())
     """
     from mdsl.passes.manager import optimize
 
@@ -49,8 +67,27 @@ def compile(
 
         debug_outputs = materialize_all(optimized)
     return Executable(
-        optimized, _backend(backend, march_native), threads=threads, debug_outputs=debug_outputs
+        optimized,
+        _backend(backend, march_native),
+        threads=threads,
+        debug_outputs=debug_outputs,
+        specialize=specialize,
     )
+
+
+def backend_class(name: str):
+    """The class of backend `name` (not instantiated)."""
+    if name == "c":
+        from mdsl.runtime.c_backend import CBackend
+
+        return CBackend
+    if name == "python":
+        from mdsl.runtime.python_backend import PythonBackend
+
+        return PythonBackend
+    from mdsl.runtime.numba_backend import NumbaBackend
+
+    return NumbaBackend
 
 
 def _backend(name: str, march_native: bool):

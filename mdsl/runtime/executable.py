@@ -1,15 +1,32 @@
 """The compiled artifact: `mdsl.compile(g)` returns an Executable.
 
-An Executable holds the optimized graph and, per shape signature of its symbolic dims, a
-compiled variant (specialized graph -> Plan -> C source -> shared library). One call
-binds the feeds, picks the variant, and runs the whole graph with one foreign call.
+An Executable holds the optimized graph and its compiled variants (graph -> Plan ->
+C source -> shared library). One call binds the feeds, picks the variant, and runs the
+whole graph with one foreign call.
+
+Variants of a graph with symbolic dims, for a backend that builds symbolic code ("c",
+"python"):
+
+- the **symbolic build** (signature key `()`): one variant for every shape signature,
+  its kernels taking the dims as run-time arguments and its memory planned per
+  signature at run time (`mdsl.runtime.signatures`);
+- **specialized** variants, built ahead of time for `specialize={"N": [1, 8, 32]}`:
+  every combination of the listed sizes gets a variant with those symbols made static
+  (the symbols not listed stay symbolic), used when a call's sizes match, the symbolic
+  build otherwise (the Ascend "dynamic gears" idea: each gear is one more library,
+  and sizes between gears still run, symbolically);
+- **per-signature** variants, each specialized for every symbol of one signature, in
+  a bounded LRU (MAX_VARIANTS): with `specialize=True`, on a backend without symbolic
+  builds ("numba"), and when the symbolic build is impossible (a kernel that needs
+  static dims, e.g. a convolution over symbolic spatial dims: `NotSymbolic`).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +36,7 @@ from mdsl.ir.graph import Graph
 from mdsl.runtime.feeds import bind_feeds
 
 MAX_VARIANTS = 16
+SYMBOLIC = ()  # the signature key of the symbolic build
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,17 +68,24 @@ class Executable:
         threads: int | None = None,
         debug_outputs: Mapping[str, str] | None = None,
         variants: Mapping[tuple, object] | None = None,
+        specialize: Mapping[str, Sequence[int]] | bool | None = None,
     ):
         self.graph = graph
         self.backend = backend
         self.threads = threads
         # debug builds: the outputs added to materialize every tensor -> tensor names
         self.debug_outputs = None if debug_outputs is None else dict(debug_outputs)
-        self._variants: OrderedDict[tuple, object] = OrderedDict(variants or {})
+        self.specialize = _checked_specialize(graph, specialize)
+        self._variants: OrderedDict[tuple, object] = OrderedDict()  # per signature, LRU
+        self._pinned: dict[tuple, object] = dict(variants or {})  # symbolic, specialized
+        self._latest_variant = next(reversed(self._pinned.values()), None)
+        self.symbolic_failure: str | None = None  # why the symbolic build is impossible
         self._lock = threading.Lock()
         self._static_inputs = _static_input_specs(graph)
         if self._static_inputs is not None:
             self._only_variant = self._variant({})  # static graphs compile now
+        elif isinstance(self.specialize, dict):
+            self._build_specialized()
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, feeds: Mapping | None = None, /, **kwargs) -> dict[str, np.ndarray]:
@@ -87,18 +112,67 @@ class Executable:
         return split_debug_outputs(self.graph, outputs, self.debug_outputs, captured_from)
 
     def _variant(self, symbols: dict[str, int]):
+        """The variant for a call with `symbols`: a specialized one matching them, else
+        the symbolic build, else (none possible) one built for exactly this signature."""
         key = tuple(sorted(symbols.items()))
         with self._lock:
-            variant = self._variants.get(key)
-            if variant is not None:
+            variant = self._pinned.get(key) or self._matching_specialized(symbols)
+            if variant is None and key in self._variants:
+                variant = self._variants[key]
                 self._variants.move_to_end(key)
-                return variant
-        variant = self.backend.build(self.graph, symbols, self.threads)
-        with self._lock:
-            self._variants[key] = variant
-            while len(self._variants) > MAX_VARIANTS:
-                self._variants.popitem(last=False)
+            if variant is None and self._uses_symbolic_build():
+                variant = self._pinned.get(SYMBOLIC)
+        if variant is None and self._uses_symbolic_build():
+            variant = self._build_symbolic()
+        if variant is None:
+            variant = self.backend.build(self.graph, symbols, self.threads)
+            with self._lock:
+                self._variants[key] = variant
+                while len(self._variants) > MAX_VARIANTS:
+                    self._variants.popitem(last=False)
+        self._latest_variant = variant
         return variant
+
+    def _uses_symbolic_build(self) -> bool:
+        return (
+            self._static_inputs is None
+            and self.specialize is not True
+            and self.symbolic_failure is None
+            and getattr(self.backend, "symbolic", False)
+        )
+
+    def _build_symbolic(self):
+        """The symbolic build (once), or None when a kernel needs static dims."""
+        from mdsl.codegen.plan import NotSymbolic
+
+        try:
+            variant = self.backend.build(self.graph, {}, self.threads)
+        except NotSymbolic as e:
+            self.symbolic_failure = e.message
+            return None
+        with self._lock:
+            return self._pinned.setdefault(SYMBOLIC, variant)
+
+    def _matching_specialized(self, symbols: dict[str, int]):
+        if not isinstance(self.specialize, dict):
+            return None
+        key = tuple(sorted((s, symbols.get(s)) for s in self.specialize))
+        return self._pinned.get(key)
+
+    def _build_specialized(self) -> None:
+        """One variant per combination of the sizes `specialize` lists, built now."""
+        from mdsl.codegen.plan import NotSymbolic
+
+        names = sorted(self.specialize)
+        for sizes in itertools.product(*(self.specialize[n] for n in names)):
+            key = tuple(zip(names, sizes))
+            if key in self._pinned:
+                continue
+            try:
+                self._pinned[key] = self.backend.build(self.graph, dict(key), self.threads)
+            except NotSymbolic as e:  # the other symbols cannot stay symbolic: at run time
+                self.symbolic_failure = e.message
+                return
 
     def profile(self, feeds: Mapping[str, np.ndarray], runs: int = 10, *, warmup: int = 1):
         """Time every kernel of `runs` runs on `feeds` (after `warmup` untimed ones): a
@@ -131,17 +205,18 @@ class Executable:
         save_executable(self, path, key=key)
 
     def variants(self) -> dict[tuple, object]:
-        """The compiled variants by shape signature (sorted (symbol, size) pairs)."""
+        """The compiled variants by shape signature: sorted (symbol, size) pairs of the
+        symbols each is specialized for (`()`: the symbolic build, or a static graph's)."""
         with self._lock:
-            return dict(self._variants)
+            return {**self._pinned, **self._variants}
 
     def _latest(self):
-        if not self._variants:
+        if self._latest_variant is None:
             raise CompileError(
                 "this executable has symbolic inputs and has not run yet; call it once "
-                "(a variant is compiled per shape signature) before inspecting it"
+                "(its variant is compiled on first use) before inspecting it"
             )
-        return next(reversed(self._variants.values()))
+        return self._latest_variant
 
     @property
     def sources(self) -> dict[str, str]:
@@ -150,8 +225,10 @@ class Executable:
 
     @property
     def memory(self):
-        """The latest variant's memory plan (.arena_bytes, .naive_bytes, .lower_bound_bytes)."""
-        return self._latest().plan.memory
+        """The latest variant's memory plan (.arena_bytes, .naive_bytes, .lower_bound_bytes);
+        for a symbolic build, that of the latest shape signature it ran."""
+        variant = self._latest()
+        return getattr(variant, "memory", variant.plan.memory)
 
     @property
     def kernels(self) -> list[KernelInfo]:
@@ -162,7 +239,8 @@ class Executable:
         return self._latest().plan
 
     def __repr__(self) -> str:
-        return f"Executable({self.graph.name!r}, backend={self.backend.name!r}, {len(self._variants)} variant(s))"
+        count = len(self._variants) + len(self._pinned)
+        return f"Executable({self.graph.name!r}, backend={self.backend.name!r}, {count} variant(s))"
 
 
 def _static_input_specs(graph: Graph) -> dict | None:
@@ -171,6 +249,52 @@ def _static_input_specs(graph: Graph) -> dict | None:
     if not all(t.type.is_static for t in inputs.values()):
         return None
     return {name: (t.dtype.np, tuple(t.shape)) for name, t in inputs.items()}
+
+
+def _checked_specialize(graph: Graph, specialize):
+    """`specialize` as None, True, or symbol -> sorted distinct sizes (CompileError for
+    symbols no input declares and sizes outside a symbol's range)."""
+    if specialize is None or specialize is False:
+        return None
+    if specialize is True:
+        return True
+    if not isinstance(specialize, Mapping):
+        raise CompileError(
+            "specialize= takes True (a variant per shape signature) or a dict of symbol "
+            f"-> sizes, e.g. {{'N': [1, 8, 32]}}; got {type(specialize).__name__}"
+        )
+    declared = _input_symbols(graph)
+    out = {}
+    for name, sizes in specialize.items():
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise CompileError(f"specialize=: no input has symbol {name!r} (symbols: {known})")
+        sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+        dim = declared[name]
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 0:
+                raise CompileError(f"specialize=: {name} sizes must be ints >= 0, got {size!r}")
+            if size < dim.min or (dim.max is not None and size > dim.max):
+                hi = "inf" if dim.max is None else dim.max
+                raise CompileError(
+                    f"specialize=: {name} = {size} is outside its range [{dim.min}, {hi}]"
+                )
+        if not sizes:
+            raise CompileError(f"specialize=: no sizes listed for {name}")
+        out[name] = sorted({int(v) for v in sizes})
+    return out
+
+
+def _input_symbols(graph: Graph) -> dict:
+    """Symbol name -> its declared Dim (bare symbols of the inputs' shapes)."""
+    from mdsl.ir.dim import Dim
+
+    found = {}
+    for t in graph.inputs.values():
+        for d in t.shape:
+            if isinstance(d, Dim) and d.name is not None:
+                found.setdefault(d.name, d)
+    return found
 
 
 def _matches(specs: dict, feeds) -> bool:

@@ -42,6 +42,7 @@ import numba
 import numpy as np
 from numba.core.errors import NumbaError
 
+from mdsl.codegen.c_target import uses_dims
 from mdsl.codegen.numba_target import render_numba
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
@@ -51,6 +52,7 @@ from mdsl.ir.graph import Graph
 from mdsl.runtime import numba_support
 from mdsl.runtime.executable import KernelInfo
 from mdsl.runtime.kernels import node_kernel
+from mdsl.runtime.signatures import PlanShapes, storage_shape
 
 ALIGN = 64
 _MODULES: dict[str, types.ModuleType] = {}
@@ -62,10 +64,13 @@ class NumbaBackend:
     """Compiles graph variants to numba kernels (`mdsl.compile(g, backend="numba")`)."""
 
     name = "numba"
+    symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
 
     def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
+        """The variant for `symbols` (all of the graph's symbols, some, or none: those
+        left stay symbolic; see `mdsl.runtime.executable`)."""
         static = specialize(graph, symbols) if symbols else graph
-        plan = build_plan(static)
+        plan = build_plan(static, control_flow=True, symbolic=True)
         source = render_numba(plan, parallel=threads != 1)
         module, path = load_module(source)
         return NumbaVariant(plan, {f"{_file_stem(graph.name)}.py": source}, module, path, threads)
@@ -162,30 +167,60 @@ class NumbaVariant:
     def __post_init__(self):
         self._consts = [np.ascontiguousarray(c).reshape(-1) for c in self.plan.constants]
         self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
-        self._arena_size = self.plan.memory.arena_bytes + ALIGN
+        self._shapes = PlanShapes(self.plan) if uses_dims(self.plan) else None
+        memory = self.plan.memory
+        self._arena_size = (memory.arena_bytes if memory else 0) + ALIGN
         self._parallel = "parallel=True" in next(iter(self.sources.values()))
+
+    @property
+    def memory(self):
+        """The memory plan (a symbolic plan's: that of the latest shape signature run)."""
+        return self.plan.memory if self._shapes is None else self._shapes.latest
 
     def kernel_infos(self) -> list[KernelInfo]:
         from mdsl.codegen.c_target import _KIND
 
         return [
             KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
-            for k in self.plan.kernels
+            for k in self.plan.all_kernels()
         ]
 
     def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run_driver(self.module.run, env)
+
+    def run_driver(self, driver, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
+        """Run `driver` (the module's `run`, or a timed copy taking `extra` arguments
+        after the standard ones) on input arrays `env`; the outputs by name."""
+        shapes = self._shapes
         inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in self.plan.inputs]
-        outputs = [np.empty(_shape(t), t.dtype.np) for t in self._outputs]
+        if shapes is None:
+            outputs = [np.empty(_shape(t), t.dtype.np) for t in self._outputs]
+            standard = (self._arena(), self._callback)
+        else:
+            values = shapes.symbols(env)
+            layout = shapes.layout(values)
+            outputs = shapes.new_outputs(layout, values)
+            dims = self._local.dims = shapes.new_dims(values)
+            arena = self._arena(layout.memory.arena_bytes)
+            standard = (arena, self._callback, dims, layout.offsets, layout.nbytes)
         flat = [o.reshape(-1) for o in outputs]
-        with self._thread_setup():
-            try:
-                self.module.run(inputs, flat, self._consts, self._arena(), self._callback)
-            except NumbaError as e:
-                raise CompileError(
-                    f"graph {self.plan.graph.name!r}: numba could not compile a kernel of "
-                    f"{self.path}: {e}"
-                ) from e
-        return dict(zip(self.plan.outputs, outputs))
+        try:
+            with self._thread_setup():
+                status = driver(inputs, flat, self._consts, *standard, *extra)
+        except NumbaError as e:
+            raise CompileError(
+                f"graph {self.plan.graph.name!r}: numba could not compile a kernel of "
+                f"{self.path}: {e}"
+            ) from e
+        finally:
+            self._local.dims = None
+        if shapes is None:
+            return dict(zip(self.plan.outputs, outputs))
+        if status:
+            raise shapes.failure(status, dims) or ExecutionError(
+                f"graph {self.plan.graph.name!r}: the run failed (status {status})"
+            )
+        return dict(zip(self.plan.outputs, shapes.finish(outputs, dims)))
 
     @contextlib.contextmanager
     def _thread_setup(self):
@@ -197,28 +232,32 @@ class NumbaVariant:
         else:
             yield
 
-    def _arena(self) -> np.ndarray:
+    def _arena(self, size: int | None = None) -> np.ndarray:
+        """This thread's arena, of `size` bytes at least (default: the static plan's)."""
+        size = self.plan.memory.arena_bytes if size is None else size
         arena = getattr(self._local, "arena", None)
-        if arena is None:
-            raw = np.empty(self._arena_size, np.uint8)
+        if arena is None or arena.size < size:
+            raw = np.empty(size + ALIGN, np.uint8)
             shift = (-raw.ctypes.data) % ALIGN
-            arena = self._local.arena = raw[shift : shift + self.plan.memory.arena_bytes]
+            arena = self._local.arena = raw[shift : shift + size]
         return arena
 
     def _callback(self, index: int, buffers: list) -> None:
         """Run callback `index`'s node on flat buffers (its inputs, then its outputs)."""
         node = self.plan.callbacks[index]
         try:
+            dims = getattr(self._local, "dims", None)
+            env = None if dims is None else self._shapes.environment(dims)
             args = [
-                None if b is None else b.reshape(_stored_shape(t)).copy()
+                None if b is None else _leading(b, storage_shape(t, env)).copy()
                 for b, t in zip(buffers, node.inputs)
             ]
-            _, kernel = node_kernel(node)
-            specs = [(_stored_shape(t), t.dtype.np) for t in node.outputs]
+            _, kernel = node_kernel(node, symbols=env)
+            specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
             results = kernel(args, specs)
             for b, t, value in zip(buffers[len(node.inputs) :], node.outputs, results):
-                shape = _stored_shape(t)
-                np.copyto(b.reshape(shape), np.asarray(value, t.dtype.np).reshape(shape))
+                shape = storage_shape(t, env)
+                np.copyto(_leading(b, shape), np.asarray(value, t.dtype.np).reshape(shape))
         except MdslError as e:
             raise e.with_context(node=node.name, op_type=node.op_type, source=node.source) from e
         except Exception as e:
@@ -234,9 +273,10 @@ def _shape(t) -> tuple[int, ...]:
     return tuple(int(d) for d in t.shape)
 
 
-def _stored_shape(t) -> tuple[int, ...]:
-    """The shape `t`'s buffer holds: its storage shape (layout pass, TransData)."""
-    return tuple(int(d) for d in t.type.storage_shape)
+def _leading(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The first elements of a flat buffer as an array of `shape` (a buffer sized for the
+    largest value of a dynamic dim holds more)."""
+    return flat[: int(np.prod(shape, dtype=np.int64))].reshape(shape)
 
 
 def _threadsafe_layer() -> bool:

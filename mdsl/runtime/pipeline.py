@@ -118,7 +118,9 @@ class RayPipeline:
     `num_cpus`: CPUs Ray reserves per stage actor; `timeout`: seconds a run may take
     before the stage still busy is reported; `start_timeout`: the same for starting the
     actors and compiling the stages; `setup`: a function each actor calls before
-    compiling (to import modules that register custom ops).
+    compiling (to import modules that register custom ops); `actor_options`: more Ray
+    actor options (`resources=`, `scheduling_strategy=`, ...), one dict for every stage or
+    a list with one per stage (to put stage i on a given node of a cluster).
     Ray must be initialized (`ray.init(...)`) first.
     """
 
@@ -133,6 +135,7 @@ class RayPipeline:
         timeout: float = DEFAULT_TIMEOUT,
         start_timeout: float = DEFAULT_TIMEOUT,
         setup: Callable[[], object] | None = None,
+        actor_options: Mapping | Sequence[Mapping] | None = None,
     ):
         ray = _ray()
         if not ray.is_initialized():
@@ -150,8 +153,9 @@ class RayPipeline:
         self._routes = [_routes(stages, s) for s in stages]
         self._sources = [sorted({src for src in s.recvs.values()}) for s in stages]
         actor = ray.remote(StageWorker)
+        options = _actor_options(actor_options, len(stages), num_cpus)
         self._actors = [
-            actor.options(num_cpus=num_cpus).remote(
+            actor.options(**options[s.index]).remote(
                 s.index,
                 s.name,
                 s.graph,
@@ -252,7 +256,7 @@ class RayPipeline:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, remaining))
             if not ready:
                 self._fail_on_timeout(pending)
-            for ref in ready:
+            for ref in ready:  # in submission order: an upstream failure comes first
                 m, stage = pending.pop(ref)
                 try:
                     results[m].update(ray.get(ref))
@@ -260,7 +264,8 @@ class RayPipeline:
                     raise self._error(stage, e, f"failed on micro-batch {m}") from None
 
     def _fail_on_timeout(self, pending: dict) -> None:
-        m, stage = min(pending.values(), key=lambda ms: (ms[1].index, ms[0]))
+        # the oldest micro-batch's first unfinished stage: what every later one waits on
+        m, stage = min(pending.values(), key=lambda ms: (ms[0], ms[1].index))
         self.close()
         raise ExecutionError(
             f"{_label(stage)} did not finish micro-batch {m} within {self.timeout:g} s; "
@@ -274,19 +279,22 @@ class RayPipeline:
         cause = getattr(e, "cause", None)
         if isinstance(cause, ExecutionError) and "pipeline stage" in cause.message:
             return ExecutionError(cause.message)
-        culprit = self._stage_of_actor(getattr(e, "actor_id", None)) or stage
         if isinstance(e, ray.exceptions.RayActorError):
             self.close()
-            return ExecutionError(f"{_label(culprit)} died ({what}): {_first_line(e)}")
-        return ExecutionError(f"{_label(culprit)} {what}: {_first_line(cause or e)}")
+            return ExecutionError(f"{_label(stage)} died ({what}): {_first_line(e)}")
+        return ExecutionError(f"{_label(stage)} {what}: {_first_line(cause or e)}")
 
-    def _stage_of_actor(self, actor_id) -> Stage | None:
-        if actor_id is None:
-            return None
-        for stage, actor in zip(self.stages, self._actors):
-            if actor._actor_id.hex() == str(actor_id):
-                return stage
-        return None
+
+def _actor_options(given, n_stages: int, num_cpus: float) -> list[dict]:
+    if given is None or isinstance(given, Mapping):
+        per_stage = [dict(given or {}) for _ in range(n_stages)]
+    else:
+        per_stage = [dict(o) for o in given]
+        if len(per_stage) != n_stages:
+            raise ExecutionError(
+                f"actor_options lists {len(per_stage)} dicts for {n_stages} stages"
+            )
+    return [{"num_cpus": num_cpus, **o} for o in per_stage]
 
 
 def _label(stage: Stage) -> str:

@@ -388,8 +388,11 @@ def expression_ops(*roots: E.Expr) -> int:
     return sum(1 for n in E.walk(*roots) if n.op not in FREE_OPS)
 
 
-def kernel_flops(k, node_of: Mapping[str, Node]) -> int:
-    """The FLOPs of one run of Kernel IR record `k` (see the module doc)."""
+def kernel_flops(k, node_of: Mapping[str, Node], symbols: Mapping[str, int] | None = None) -> int:
+    """The FLOPs of one run of Kernel IR record `k` (see the module doc); an expression
+    of the plan's slot symbols when its sizes are symbolic (`symbols`: the graph's
+    symbols' values, for the nodes of callbacks). Control flow counts none itself: the
+    kernels of its blocks count."""
     if isinstance(k, kir.Pointwise):
         values = [let.value for let in k.lets] + [s.value for s in k.stores]
         return k.size * _ops_each(values)
@@ -407,7 +410,8 @@ def kernel_flops(k, node_of: Mapping[str, Node]) -> int:
     if isinstance(k, (kir.Callback, kir.CustomCall)):
         nodes = [node_of[ref.name] for ref in k.nodes if ref.name in node_of]
         return sum(
-            node_flops(n, _static_shapes(n.inputs), _static_shapes(n.outputs)) for n in nodes
+            node_flops(n, _static_shapes(n.inputs, symbols), _static_shapes(n.outputs, symbols))
+            for n in nodes
         )
     return 0
 
@@ -483,8 +487,13 @@ def node_bytes(node: Node, input_shapes: list, output_shapes: list) -> int:
     return sum(math.prod(s) * t.dtype.itemsize for t, s in tensors if t is not None and s)
 
 
-def _static_shapes(tensors) -> list:
-    return [None if t is None else tuple(int(d) for d in t.shape) for t in tensors]
+def _static_shapes(tensors, symbols: Mapping[str, int] | None = None) -> list:
+    from mdsl.ir.dim import evaluate_dims
+
+    return [
+        None if t is None else tuple(int(d) for d in evaluate_dims(tuple(t.shape), symbols or {}))
+        for t in tensors
+    ]
 
 
 # -- timed runners: (units, run(env) -> (kernels, 2) array of start offset, duration) ----------
@@ -499,12 +508,17 @@ class _Unit:
     bytes: int
 
 
-def _plan_units(variant) -> list[_Unit]:
-    """One unit per kernel of a compiled variant's plan."""
+def _plan_units(variant, symbols: Mapping[str, int] | None = None) -> list[_Unit]:
+    """One unit per kernel of a compiled variant's plan (those inside control flow too);
+    symbolic sizes evaluated for `symbols` (dynamic dims at their largest)."""
+    from mdsl.codegen.dims import evaluate_size
+    from mdsl.ir.rewrite import all_graphs
+
     plan = variant.plan
-    node_of = {n.name: n for n in plan.graph}
+    node_of = {n.name: n for g in all_graphs(plan.graph) for n in g}
+    slots, names = plan.bound_values(symbols or {})
     units = []
-    for k, info in zip(plan.kernels, variant.kernel_infos()):
+    for k, info in zip(plan.all_kernels(), variant.kernel_infos()):
         nodes = [node_of[r.name] for r in k.nodes if r.name in node_of]
         op_types = dict.fromkeys(r.op_type for r in k.nodes)
         units.append(
@@ -514,17 +528,17 @@ def _plan_units(variant) -> list[_Unit]:
                 "+".join(op_types) or "?",
                 _common_layer([n.layer for n in nodes]),
                 tuple(r.name for r in k.nodes),
-                kernel_flops(k, node_of),
-                kernel_bytes(k, plan.buffers),
+                evaluate_size(kernel_flops(k, node_of, names), slots),
+                evaluate_size(kernel_bytes(k, plan.buffers), slots),
             )
         )
     return units
 
 
 class _CRunner:
-    def __init__(self, variant):
+    def __init__(self, variant, symbols=None):
         self.variant = variant
-        self.units = _plan_units(variant)
+        self.units = _plan_units(variant, symbols)
 
     def run(self, env) -> np.ndarray:
         _, timings = self.variant.run_profiled(env)
@@ -533,28 +547,22 @@ class _CRunner:
 
 class _NumbaRunner:
     """Runs a timed copy of the numba variant's driver: the same call lines, a clock
-    read around each kernel's, executed among the module's compiled functions."""
+    read around each top-level kernel's (a control-flow kernel is timed as a whole, the
+    kernels of its blocks not), executed among the module's compiled functions."""
 
-    def __init__(self, variant):
+    def __init__(self, variant, symbols=None):
         self.variant = variant
-        self.units = _plan_units(variant)
+        self.units = _plan_units(variant, symbols)
         self.driver = _timed_numba_driver(variant)
 
     def run(self, env) -> np.ndarray:
-        from numba.core.errors import NumbaError
-
-        v, plan = self.variant, self.variant.plan
-        inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in plan.inputs]
-        tensors = [plan.graph.outputs[name] for name in plan.outputs]
-        outputs = [np.empty(_static_shapes([t])[0], t.dtype.np).reshape(-1) for t in tensors]
-        timings = np.zeros((len(plan.kernels), 2))
-        with v._thread_setup():
-            try:
-                self.driver(
-                    inputs, outputs, v._consts, v._arena(), v._callback, timings, time.perf_counter
-                )
-            except NumbaError as e:
-                raise ExecutionError(f"graph {plan.graph.name!r}: numba failed: {e}") from e
+        timings = np.zeros((len(self.units), 2))
+        try:
+            self.variant.run_driver(self.driver, env, timings, time.perf_counter)
+        except MdslError as e:
+            if "numba could not compile" not in e.message:
+                raise
+            raise ExecutionError(f"graph {self.variant.plan.graph.name!r}: {e.message}") from e
         return timings
 
 
@@ -569,16 +577,20 @@ def _timed_numba_driver(variant):
             "it cannot be profiled"
         )
     renderer = nt._ModuleRenderer(plan, nt._env().get_template("kernel.py.j2"), parallel)
-    lines = ["def run_profile(inputs, outputs, consts, arena, callback, timings, clock):"]
+    dims = ", dims, offsets, sizes" if nt.uses_dims(plan) else ""
+    lines = [f"def run_profile(inputs, outputs, consts, arena, callback{dims}, timings, clock):"]
     lines += ["    " + line for line in nt._buffer_lines(plan)]
     lines.append("    t0 = clock()")
-    for step, k in enumerate(plan.kernels):
+    index = {id(k): i for i, k in enumerate(plan.all_kernels())}
+    for k in plan.kernels:
+        step = index[id(k)]
         first = len(renderer.calls)
         renderer.add(k)
         lines.append("    start = clock()")
         lines += ["    " + line for line in renderer.calls[first:]]
         lines.append(f"    timings[{step}, 0] = start - t0")
         lines.append(f"    timings[{step}, 1] = clock() - start")
+    lines.append("    return 0")
     namespace = dict(variant.module.__dict__)  # the compiled kernels, np, rt
     code = compile("\n".join(lines) + "\n", f"<profile of {variant.path.name}>", "exec")
     exec(code, namespace)
@@ -638,9 +650,9 @@ def _runner(exe, variant, symbols: dict[str, int]):
     if backend == "python":
         return _PythonRunner(variant.graph, symbols)
     if hasattr(variant, "run_profiled"):
-        return _CRunner(variant)
+        return _CRunner(variant, symbols)
     if backend == "numba":
-        return _NumbaRunner(variant)
+        return _NumbaRunner(variant, symbols)
     raise ExecutionError(f"backend {backend!r} cannot be profiled")
 
 

@@ -13,6 +13,7 @@ from mdsl.runtime.interpreter import interpret
 
 class PythonBackend:
     name = "python"
+    symbolic = True  # the interpreter runs every shape signature
 
     def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
         return PythonVariant(graph)

@@ -94,6 +94,7 @@ def _executable_files(exe) -> tuple[dict, dict[str, bytes]]:
         "march_native": _march_native(exe.backend),
         "threads": exe.threads,
         "debug_outputs": exe.debug_outputs,
+        "specialize": exe.specialize,
         "graph": _entry("graph.json", graph),
         "variants": variants,
     }
@@ -236,6 +237,7 @@ def load_executable(path, *, key: bytes | str | None = None, threads: int | None
         threads=threads,
         debug_outputs=manifest.get("debug_outputs"),
         variants=variants,
+        specialize=manifest.get("specialize"),
     )
 
 
@@ -247,6 +249,13 @@ class LoadedBackend:
         self.name = name
         self.march_native = march_native
         self._backend = None
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the real backend builds symbolic variants (without making it)."""
+        from mdsl.runtime.compile import backend_class
+
+        return getattr(backend_class(self.name), "symbolic", False)
 
     def build(self, graph, symbols, threads):
         if self._backend is None:
@@ -396,12 +405,9 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
 
 def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, where: str):
     from mdsl.codegen.c_target import render_c
-    from mdsl.codegen.plan import build_plan
-    from mdsl.codegen.specialize import specialize
-    from mdsl.runtime.c_backend import CVariant
+    from mdsl.runtime.c_backend import CVariant, plan_variant
 
-    static = specialize(graph, symbols) if symbols else graph
-    plan = build_plan(static, c_bindings=True)
+    plan = plan_variant(graph, symbols)
     source = render_c(plan)
     if list(sources.values()) != [source]:
         raise CompileError(

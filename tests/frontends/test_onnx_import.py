@@ -5,6 +5,8 @@ Expected values come from ONNX's reference evaluator (onnx.reference), never fro
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -384,3 +386,15 @@ def test_unsupported_ops_inside_subgraphs_are_listed_too():
     m = model(nodes, [value("p", [], TensorProto.BOOL), value("x", [2, 2])], [value("y", None)])
     with pytest.raises(mdsl.GraphError, match=r"unsupported op types: Trilu \(1\)"):
         mo.load(m)
+
+
+def test_corrupted_bytes_never_crash():
+    """Random byte flips in a valid model: every outcome is a graph or an MdslError."""
+    rng = np.random.default_rng(0)
+    data = _versions_model(13).SerializeToString()
+    for _ in range(150):
+        corrupted = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            corrupted[int(rng.integers(len(corrupted)))] = int(rng.integers(256))
+        with contextlib.suppress(mdsl.MdslError):
+            mo.load(bytes(corrupted))

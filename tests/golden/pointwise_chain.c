@@ -12,6 +12,37 @@
 #endif
 
 /* ---- mdsl runtime helpers (shared by every generated module) ---- */
+/* Vector variants of libm functions (glibc's libmvec): loops calling them vectorize
+   without -ffast-math, with libm's accuracy. */
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+float erff(float);
+#pragma omp declare simd notinbranch
+float sinf(float);
+#pragma omp declare simd notinbranch
+float cosf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#pragma omp declare simd notinbranch
+double log(double);
+#pragma omp declare simd notinbranch
+double tanh(double);
+#pragma omp declare simd notinbranch
+double erf(double);
+#pragma omp declare simd notinbranch
+double sin(double);
+#pragma omp declare simd notinbranch
+double cos(double);
+#pragma omp declare simd notinbranch
+float powf(float, float);
+#pragma omp declare simd notinbranch
+double pow(double, double);
+
 static inline float mdsl_bf16_load(uint16_t bits) {
     union { uint32_t u; float f; } v;
     v.u = (uint32_t)bits << 16;
@@ -50,6 +81,22 @@ static inline int16_t mdsl_abs_int16_t(int16_t a) { return a < 0 ? (int16_t)-a :
 static inline int32_t mdsl_abs_int32_t(int32_t a) { return a < 0 ? (int32_t)-a : a; }
 static inline int64_t mdsl_abs_int64_t(int64_t a) { return a < 0 ? (int64_t)-a : a; }
 static inline uint8_t mdsl_abs_uint8_t(uint8_t a) { return a; }
+/* Kernel taps i in [lo, hi) of an output position o whose input index o*s - p + i*d
+   falls inside [0, n): sliding windows loop over these, with no test per element. */
+static inline void mdsl_window(int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t n,
+                               int64_t *lo, int64_t *hi) {
+    const int64_t base = o * s - p;
+    int64_t first = base >= 0 ? 0 : (-base + d - 1) / d;
+    int64_t last = n - base > 0 ? (n - base + d - 1) / d : 0;
+    if (last > k) last = k;
+    *lo = first;
+    *hi = last > first ? last : first;
+}
+static inline int64_t mdsl_window_count(int64_t o, int64_t s, int64_t d, int64_t k, int64_t n) {
+    int64_t lo, hi;
+    mdsl_window(o, s, 0, d, k, n, &lo, &hi);
+    return hi - lo;
+}
 /* float -> integer casts saturate and send NaN to 0 (C leaves both undefined) */
 static inline int8_t mdsl_sat_int8_t(double x) { if (x != x) return 0; if (x <= -128.0) return (int8_t)-128.0; if (x >= 127.0) return (int8_t)127.0; return (int8_t)x; }
 static inline uint8_t mdsl_sat_uint8_t(double x) { if (x != x) return 0; if (x <= 0.0) return (uint8_t)0.0; if (x >= 255.0) return (uint8_t)255.0; return (uint8_t)x; }
@@ -58,6 +105,11 @@ static inline int32_t mdsl_sat_int32_t(double x) { if (x != x) return 0; if (x <
 static inline int64_t mdsl_sat_int64_t(double x) { if (x != x) return 0; if (x <= -9223372036854775808.0) return (int64_t)-9223372036854775808.0; if (x >= 9223372036854774784.0) return (int64_t)9223372036854774784.0; return (int64_t)x; }
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);
+
+/* BLAS runs single-threaded inside OpenMP tiles: one thread pool for the whole graph
+   (a second pool spinning on the same cores makes both slow). */
+static void mdsl_init_once(void) {
+}
 
 /* k9_mul_add_gelu_sigmoid: pointwise
  *   Mul (Mul) at tests/golden/graphs.py:26
@@ -93,6 +145,7 @@ int mdsl_run(void *const *inputs, void *const *outputs, const void *const *const
     float *c1 = (float *)((void *)consts[1]);  /* b */
     float *out0 = (float *)(outputs[0]);  /* Add_1 */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback;
+    mdsl_init_once();
     if (k9_mul_add_gelu_sigmoid(in0, c0, c1, out0)) return 1;
     return 0;
 }
@@ -101,5 +154,6 @@ void mdsl_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
 #endif
+    mdsl_init_once();
     (void)n;
 }

@@ -105,8 +105,10 @@ def test_each_cut_edge_gets_one_send_recv_pair_per_receiving_stage():
         assert send.op_type == "Send" and send.attrs == recv.attrs
         assert stages.stage_of[send.name] == send.attrs["src_stage"]
         assert stages.stage_of[recv.name] == recv.attrs["dst_stage"] > send.attrs["src_stage"]
-    # graph inputs go to every stage reading them directly, never through a pair
-    assert [s.feeds for s in stages] == [("x", "mask"), ("mask",), ("mask",)]
+    # the mask bias, computed in stage 0 and read by every block, goes to each stage
+    assert [set(s.feeds) for s in stages] == [{"x", "mask"}, set(), set()]
+    bias = "AttentionMask/Broadcastable"
+    assert {(t, dst) for t, src, dst in crossing if t == bias} == {(bias, 1), (bias, 2)}
     pairs = {(key, s.index, dst) for s in stages for key, dst in s.sends.items()}
     assert pairs == {(key, src, s.index) for s in stages for key, src in s.recvs.items()}
 
@@ -135,9 +137,10 @@ def test_a_stage_is_an_ordinary_graph_that_compiles_like_any_other():
 def test_outputs_produced_early_come_from_their_stage():
     with mdsl.Graph("two_heads") as g:
         h = g.input("x", ("B", 128))
+        b = g.input("b", (128,))
         for i in range(4):
             with mdsl.scope(f"L{i}"):
-                h = ops.relu(h @ mdsl.param("w", (128, 128)))
+                h = ops.relu(h @ mdsl.param("w", (128, 128)) + (b if i == 3 else 0.0))
             if i == 0:
                 g.output(ops.tanh(h), "early")
         g.output(h, "late")
@@ -145,7 +148,9 @@ def test_outputs_produced_early_come_from_their_stage():
     stages = pipeline_stages(g, 2)
     assert [sorted(s.outputs) for s in stages] == [["early"], ["late"]]
     assert stages.direct_outputs == {"echo": ("feed", "x")}
-    feeds = {"x": np.random.default_rng(0).standard_normal((3, 128), dtype=np.float32)}
+    assert [s.feeds for s in stages] == [("x",), ("b",)]  # a graph input goes straight in
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((3, 128), dtype=np.float32), "b": np.ones(128, np.float32)}
     want = mdsl.interpret(g, feeds)
     got = run_stages(stages, feeds)
     assert_same_outputs(got, {k: want[k] for k in ("early", "late")})

@@ -47,15 +47,9 @@ def _selected_cases() -> list[op_table.OpCase]:
 
 
 CASES = _selected_cases()
-# output dims decided at run time by control flow: the compiled backends (C too) specialize
-# on the input dims only, so these graphs do not compile yet
-DATA_DEPENDENT_SHAPES = {"If-dynamic-rows", "While-growing-dim"}
 
 
 def _param(case: op_table.OpCase):
-    if case.name() in DATA_DEPENDENT_SHAPES:
-        reason = "run-time output dims are not compiled yet"
-        return pytest.param(case, id=case.name(), marks=pytest.mark.xfail(reason=reason))
     return pytest.param(case, id=case.name())
 
 

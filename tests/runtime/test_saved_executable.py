@@ -128,7 +128,7 @@ def test_symbolic_executable_saves_every_variant_and_builds_new_ones_with_a_comp
     with mdsl.Graph("sym") as g:
         x = g.input("x", ("N", 16))
         g.output(mdsl.ops.tanh(x @ mdsl.param("w", (16, 4), seed=3)), "y")
-    exe = mdsl.compile(g, backend="c")
+    exe = mdsl.compile(g, backend="c", specialize=True)  # a variant per signature
     feeds = {n: RNG.normal(size=(n, 16)).astype(np.float32) for n in (2, 5, 9)}
     expected = {n: exe(x=feeds[n])["y"] for n in (2, 5)}
     exe.save(tmp_path / "sym")
@@ -141,6 +141,25 @@ def test_symbolic_executable_saves_every_variant_and_builds_new_ones_with_a_comp
     got = loaded(x=feeds[9])["y"]  # a compiler again: the new signature compiles
     np.testing.assert_allclose(got, np.tanh(feeds[9] @ _param(g, "w")), rtol=1e-5, atol=1e-6)
     assert loaded.variants()[(("N", 9),)].library_path.suffix == ".so"
+
+
+def test_the_symbolic_build_serves_every_signature_after_loading(tmp_path, monkeypatch):
+    with mdsl.Graph("sym") as g:
+        x = g.input("x", ("N", 16))
+        g.output(mdsl.ops.tanh(x @ mdsl.param("w", (16, 4), seed=3)), "y")
+    exe = mdsl.compile(g, backend="c")
+    feeds = {n: RNG.normal(size=(n, 16)).astype(np.float32) for n in (2, 5, 9)}
+    expected = exe(x=feeds[2])["y"]
+    exe.save(tmp_path / "sym")
+    manifest = json.loads((tmp_path / "sym" / "manifest.json").read_text())
+    assert [v["symbols"] for v in manifest["variants"]] == [{}]
+    with compiler_unavailable(monkeypatch):
+        loaded = mdsl.load_executable(tmp_path / "sym")
+        np.testing.assert_array_equal(loaded(x=feeds[2])["y"], expected)
+        for n in (5, 9):  # new signatures: no compiler needed
+            want = np.tanh(feeds[n] @ _param(g, "w"))
+            np.testing.assert_allclose(loaded(x=feeds[n])["y"], want, rtol=1e-5, atol=1e-6)
+    assert list(loaded.variants()) == [()]
 
 
 def _param(g, name):

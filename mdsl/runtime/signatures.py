@@ -1,0 +1,166 @@
+"""Running a plan whose sizes are known only at run time: symbolic dims, control flow.
+
+A compiled variant of a symbolic plan is built once and serves every shape signature:
+per call, `PlanShapes` reads the symbols' values off the feeds, fetches the memory
+layout of that signature (the memory planner run on the buffer sizes evaluated for it,
+cached in a bounded LRU), allocates the outputs and, after the run, cuts outputs whose
+dims control flow decided down to their actual size. The generated code gets the
+values as the `dims` array (one slot per symbol; dynamic dims are written back there,
+and one more slot holds the value a failed check reports) and the layout as `offsets`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from mdsl.codegen.memory import MemoryPlan
+from mdsl.ir.dim import Dim
+from mdsl.ir.errors import ExecutionError
+from mdsl.runtime.feeds import bind_feeds
+
+MAX_LAYOUTS = 64  # memory layouts kept per variant (each a few arrays: cheap)
+
+
+@dataclass(slots=True)
+class Layout:
+    """The memory of one shape signature: the plan, the `offsets` array (with `nbytes`,
+    the byte size of each arena buffer in the same order), every buffer's elements;
+    `native`: a backend's handle on `offsets` (made once per layout)."""
+
+    memory: MemoryPlan
+    offsets: np.ndarray
+    nbytes: np.ndarray
+    sizes: dict[str, int]
+    native: object = None
+
+
+class PlanShapes:
+    """Symbol values, memory layouts and output arrays of one symbolic plan."""
+
+    def __init__(self, plan, max_layouts: int = MAX_LAYOUTS):
+        self.plan = plan
+        self.max_layouts = max_layouts
+        self.slots = len(plan.symbols) + 1
+        self._slot = {s: i for i, s in enumerate(plan.symbols)}
+        self._sources = _bare_symbol_sources(plan)
+        self._layouts: OrderedDict[tuple, Layout] = OrderedDict()
+        self._lock = threading.Lock()
+        self.latest: MemoryPlan | None = None
+        inputs = set(plan.input_symbols)
+        self._outputs = []
+        for name in plan.outputs:
+            t = plan.graph.outputs[name]
+            symbols = {s for d in t.shape if isinstance(d, Dim) for s in d.free_symbols}
+            self._outputs.append((t, not symbols <= inputs))
+
+    # -- symbols ------------------------------------------------------------------------------
+    def symbols(self, env: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """The feeds' symbols (user names -> sizes); the feeds were checked already."""
+        values = {}
+        for name, axis, symbol in self._sources:
+            values.setdefault(symbol, int(np.shape(env[name])[axis]))
+        if len(values) < len(self.plan.input_symbols):  # some only inside expressions
+            values = bind_feeds(self.plan.graph, env)[1]
+        return values
+
+    def new_dims(self, values: Mapping[str, int], dims: np.ndarray | None = None) -> np.ndarray:
+        """The `dims` array for `values` (written into `dims` when given)."""
+        if dims is None:
+            dims = np.zeros(self.slots, np.int64)
+        else:
+            dims[:] = 0
+        for symbol, value in values.items():
+            if symbol in self._slot:
+                dims[self._slot[symbol]] = value
+        return dims
+
+    def environment(self, dims: np.ndarray) -> dict[str, int]:
+        """User symbol -> value, as the generated code holds them now."""
+        return {s: int(dims[i]) for i, s in enumerate(self.plan.symbols)}
+
+    # -- memory ---------------------------------------------------------------------------------
+    def layout(self, values: Mapping[str, int]) -> Layout:
+        key = tuple(values.get(s, 0) for s in self.plan.input_symbols)
+        with self._lock:
+            found = self._layouts.get(key)
+            if found is not None:
+                self._layouts.move_to_end(key)
+                self.latest = found.memory
+                return found
+        sizes = self.plan.sizes(values)
+        memory = self.plan.layout(values)
+        arena = self.plan.arena_buffers
+        offsets = np.array([memory.offsets.get(b, 0) for b in arena] or [0], np.int64)
+        nbytes = [sizes[b] * self.plan.buffers[b].dtype.itemsize for b in arena]
+        layout = Layout(memory, offsets, np.array(nbytes or [0], np.int64), sizes)
+        with self._lock:
+            self._layouts[key] = layout
+            while len(self._layouts) > self.max_layouts:
+                self._layouts.popitem(last=False)
+            self.latest = memory
+        return layout
+
+    # -- outputs --------------------------------------------------------------------------------
+    def new_outputs(self, layout: Layout, values: Mapping[str, int]) -> list[np.ndarray]:
+        """Arrays for the outputs: of their shape, or (a dim control flow decides) flat and
+        large enough for any size the dim can take."""
+        arrays = []
+        for i, (t, dynamic) in enumerate(self._outputs):
+            if dynamic:  # the planner names output buffer i "out<i>"
+                arrays.append(np.empty(layout.sizes[f"out{i}"], t.dtype.np))
+            else:
+                shape = tuple(int(d.evaluate(values)) if isinstance(d, Dim) else d for d in t.shape)
+                arrays.append(np.empty(shape, t.dtype.np))
+        return arrays
+
+    def finish(self, arrays: list[np.ndarray], dims: np.ndarray) -> list[np.ndarray]:
+        """The outputs at their actual shapes (the dynamic dims the run bound)."""
+        env = None
+        out = []
+        for array, (t, dynamic) in zip(arrays, self._outputs):
+            if dynamic:
+                env = env or self.environment(dims)
+                shape = tuple(d.evaluate(env) if isinstance(d, Dim) else d for d in t.shape)
+                array = array[: int(np.prod(shape, dtype=np.int64))].reshape(shape)
+            out.append(array)
+        return out
+
+    # -- failures -------------------------------------------------------------------------------
+    def failure(self, status: int, dims: np.ndarray | None) -> ExecutionError | None:
+        """The error of a failed check (status past the kernels), else None."""
+        plan = self.plan
+        index = status - len(plan.all_kernels()) - 1
+        if not 0 <= index < len(plan.failures):
+            return None
+        failure = plan.failures[index]
+        value = "?" if dims is None else int(dims[len(plan.symbols)])
+        node = failure.node
+        return ExecutionError(
+            failure.message.format(value=value),
+            node=node.name,
+            op_type=node.op_type,
+            source=node.source,
+        )
+
+
+def _bare_symbol_sources(plan) -> list[tuple[str, int, str]]:
+    """(input name, axis, symbol) for every input dim that is a bare symbol."""
+    out = []
+    for name in plan.inputs:
+        for axis, d in enumerate(plan.graph.inputs[name].shape):
+            if isinstance(d, Dim) and d.name is not None:
+                out.append((name, axis, d.name))
+    return out
+
+
+def storage_shape(t, env: Mapping[str, int] | None) -> tuple[int, ...]:
+    """`t`'s storage shape, symbolic dims evaluated with `env`."""
+    shape = t.type.storage_shape
+    if env is None:
+        return tuple(int(d) for d in shape)
+    return tuple(d.evaluate(env) if isinstance(d, Dim) else int(d) for d in shape)

@@ -47,7 +47,6 @@ def run_workload(key: str, threads: list[int], build_dir: Path) -> dict:
     import hand_c
     import torch
     import workloads
-    from threadpoolctl import threadpool_limits
 
     torch.set_grad_enabled(False)
     wl = workloads.WORKLOADS[key]()
@@ -65,7 +64,7 @@ def run_workload(key: str, threads: list[int], build_dir: Path) -> dict:
         "compile_s": {},
     }
     for t in threads:
-        with threadpool_limits(limits=t):
+        with _numpy_blas_limit(t):
             torch.set_num_threads(t)
             if reference is None:
                 reference = np.asarray(wl.torch(_torch_feeds(wl.feeds)))
@@ -91,6 +90,21 @@ def _profile_mdsl_c(impls: list[Impl], threads: int, feeds: dict) -> list[dict] 
         return kernel_profile(exe, feeds)
     except Exception as e:  # the profiler is a diagnostic; its failure is not fatal
         return f"exe.profile failed: {type(e).__name__}: {str(e)[:200]}"
+
+
+def _numpy_blas_limit(threads: int):
+    """Limits numpy's own OpenBLAS to `threads`. Only numpy's: mdsl's BLAS (another
+    OpenBLAS) is mdsl's to configure, torch has set_num_threads and ONNX Runtime a
+    session option; a process-wide limit would override what mdsl set."""
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+    numpy_libs = [
+        i["filepath"]
+        for i in controller.info()
+        if i.get("internal_api") == "openblas" and "numpy" in i["filepath"]
+    ]
+    return controller.select(filepath=numpy_libs).limit(limits=threads)
 
 
 def _measure_impl(impl: Impl, threads: int, reference, tol: float, compile_s: dict) -> dict:

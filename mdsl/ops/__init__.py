@@ -10,7 +10,7 @@
 """
 
 # last: checks each built-in lowering against the prototypes declared above
-from mdsl.ops import bindings, control_flow, expr_lowering, registry
+from mdsl.ops import _device_kwarg, bindings, control_flow, expr_lowering, registry
 from mdsl.ops.activation import (
     elu,
     gelu,
@@ -124,3 +124,5 @@ from mdsl.ops.transfer import (
     recv,
     send,
 )
+
+_device_kwarg.add_device_keyword(globals())

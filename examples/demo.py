@@ -73,6 +73,9 @@ def run_pipeline(title: str, g: mdsl.Graph, sizes: dict[str, int]) -> None:
     py_ms = median_ms(lambda: mdsl.interpret(g, feeds), runs=3)
     print(f"  time per run: C {c_ms:.3f} ms, interpreter {py_ms:.3f} ms ({py_ms / c_ms:.1f}x)")
     print(f"  memory: {exe.memory.summary()}")
+    profile = exe.profile(feeds, runs=5)
+    print("  profile (slowest kernels):")
+    print("\n".join("    " + line for line in profile.table(top=5).splitlines()[:12]))
 
     folder = OUT_DIR / g.name
     folder.mkdir(parents=True, exist_ok=True)

@@ -379,6 +379,13 @@ def _row(node: Node, ttype, names, got, want, rtol, atol, is_output) -> CompareR
         return CompareRow(
             **base, shape=shape, max_abs=nan, max_rel=nan, cosine=nan, ok=not is_output, note=note
         )
+    return row_of_arrays(base, a, b, rtol, atol)
+
+
+def row_of_arrays(base: dict, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> CompareRow:
+    """`a` (a run) against `b` (its reference) as a CompareRow; `base` holds the row's
+    tensor, node, op_type, layer, dtype and format."""
+    nan = float("nan")
     if a.shape != b.shape:
         note = f"shape {list(a.shape)} vs reference {list(b.shape)}"
         return CompareRow(

@@ -59,12 +59,12 @@ from mdsl.passes.manager import (
 from mdsl.runtime.compare import (
     TABLE_WIDTH,
     CompareRow,
-    _errors,
     _promotion_target,
     _run,
     _run_promoted,
     _runner,
     _shorten_path,
+    row_of_arrays,
 )
 from mdsl.tools.diff import GraphDiff, diff, type_text
 
@@ -408,22 +408,7 @@ def _compare_row(label: str, node: Node, ttype, a, b, rtol: float, atol: float) 
         return CompareRow(
             **base, shape=(), max_abs=nan, max_rel=nan, cosine=nan, ok=False, note=note
         )
-    if a.shape != b.shape:
-        note = f"shape {list(a.shape)} vs reference {list(b.shape)}"
-        return CompareRow(
-            **base, shape=a.shape, max_abs=nan, max_rel=nan, cosine=nan, ok=False, note=note
-        )
-    max_abs, max_rel, cosine, close = _errors(a, b, rtol, atol)
-    note = "" if a.dtype == b.dtype else f"dtype {a.dtype} vs reference {b.dtype}"
-    return CompareRow(
-        **base,
-        shape=a.shape,
-        max_abs=max_abs,
-        max_rel=max_rel,
-        cosine=cosine,
-        ok=close and not note,
-        note=note,
-    )
+    return row_of_arrays(base, a, b, rtol, atol)
 
 
 def _output_rows(g: Graph, got: Mapping, want: dict, rtol: float, atol: float) -> list[CompareRow]:

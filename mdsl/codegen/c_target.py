@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jinja2
 
@@ -473,14 +474,15 @@ def _epilogue_lines(
     return lines
 
 
-GEMM_TILES = 8  # tiles a large GEMM is cut into, so every thread gets work
+GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets work
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
 def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
     """(rows, columns) of one tile. BLAS runs single-threaded inside OpenMP tiles: one
     thread pool for the whole graph (two pools on the same cores fight for them).
-    Symbolic sizes are not tiled (the tiles are the batch entries)."""
+    Columns are split first (each tile then packs only its slice of B); symbolic sizes
+    are not tiled (the tiles are the batch entries)."""
     if any(isinstance(v, Dim) for v in (batch, m, n, k)):
         return m, n
     if 2 * batch * m * n * k < SMALL_GEMM_FLOPS:
@@ -488,9 +490,11 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
     per_batch = -(-GEMM_TILES // batch)
     if per_batch <= 1:
         return m, n
+    if n >= 64 * per_batch:
+        return m, (-(-n // per_batch) + 15) // 16 * 16
     if m >= 16 * per_batch:
-        return (-(-m // per_batch) + 7) // 8 * 8, n  # ceil(m / per_batch), up to 8s
-    return m, max(16, (-(-n // per_batch) + 15) // 16 * 16)
+        return (-(-m // per_batch) + 7) // 8 * 8, n
+    return m, n
 
 
 def _gemm_body(plan: Plan, k: kir.Gemm) -> str:

@@ -419,6 +419,10 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
             else _INT_LIMITS[t][phase.op == "min"]
         )
         head = [f"{C_TYPES[t]} {phase.var} = {init};"]
+        if phase.op in ("max", "min") and t.is_float:
+            return head + _nan_aware_extreme(
+                k, phase, value, t, used, r, bases, row_stride, n_outer
+            )
         return head + _row_loop(k, used, r, bases, row_stride, n_outer, [update], pragma)
     if isinstance(phase, kir.RowStore):
         value = r.render_as(phase.value, phase.access.dtype)
@@ -440,6 +444,21 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         value = r.render_as(phase.value, phase.access.dtype)
         return [*loads, _store(phase.access, bases[id(phase.access)], value)]
     raise TypeError(f"unknown phase {phase!r}")
+
+
+def _nan_aware_extreme(k, phase, value, t, used, r, bases, row_stride, n_outer) -> list[str]:
+    """A float max/min over the row as a vectorized OpenMP reduction; NaN propagates (as
+    in numpy and ONNX) through a separate or-reduction, since `max` reductions drop it."""
+    var, cmp = phase.var, ">" if phase.op == "max" else "<"
+    nan = f"{var}_nan"
+    inner = [
+        f"const {C_TYPES[t]} {var}_v = {value};",
+        f"{var} = {var}_v {cmp} {var} ? {var}_v : {var};",
+        f"{nan} |= ({var}_v != {var}_v);",
+    ]
+    pragma = f"#pragma omp simd reduction({phase.op}:{var}) reduction(|:{nan})"
+    loop = _row_loop(k, used, r, bases, row_stride, n_outer, inner, pragma)
+    return [f"int {nan} = 0;", *loop, f"if ({nan}) {var} = NAN;"]
 
 
 def _scalar_loads(k, value, bases) -> list[str]:

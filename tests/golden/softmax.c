@@ -121,10 +121,15 @@ static int k4_softmax(float *in0, float *out0) {
         const int64_t b_ld0 = o0 * 128;
         const int64_t b_st3 = o0 * 128;
         float r1 = -INFINITY;
+        int r1_nan = 0;
+        #pragma omp simd reduction(max:r1) reduction(|:r1_nan)
         for (int64_t j = 0; j < 128; j++) {
             const float ld0 = in0[b_ld0 + j];
-            r1 = mdsl_max_float(r1, ld0);
+            const float r1_v = ld0;
+            r1 = r1_v > r1 ? r1_v : r1;
+            r1_nan |= (r1_v != r1_v);
         }
+        if (r1_nan) r1 = NAN;
         float r2 = 0;
         #pragma omp simd reduction(+:r2)
         for (int64_t j = 0; j < 128; j++) {

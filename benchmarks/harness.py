@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import time
@@ -131,23 +132,29 @@ def git_revision(root) -> str:
     return f"{head} + local changes" if dirty else (head or "unknown")
 
 
+def cpu_snapshot() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
 def cpu_busy_fraction(seconds: float = 0.5) -> float:
     """The fraction of all CPUs busy (with anything) over the next `seconds`."""
-
-    def snapshot():
-        with open("/proc/stat") as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-        idle = values[3] + (values[4] if len(values) > 4 else 0)
-        return idle, sum(values)
-
     try:
-        idle0, total0 = snapshot()
+        busy0, total0 = cpu_snapshot()
         time.sleep(seconds)
-        idle1, total1 = snapshot()
+        busy1, total1 = cpu_snapshot()
     except (OSError, ValueError, IndexError):
         return 0.0
-    total = max(total1 - total0, 1)
-    return 1.0 - (idle1 - idle0) / total
+    return (busy1 - busy0) / max(total1 - total0, 1e-9)
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def wait_for_quiet(max_wait_s: float, busy_limit: float = 0.1) -> tuple[float, float]:

@@ -163,9 +163,7 @@ def write_results(path, section: str) -> None:
 # -- the section ---------------------------------------------------------------------------------------
 def render(facts, probes, env_note, results, threads, elapsed) -> str:
     by_key = _by_key(results)
-    busy = [
-        r["key"] for r in results if max(r.get("busy_before", 0), r.get("busy_after") or 0) > 0.1
-    ]
+    busy = [r["key"] for r in results if r["key"] != "memory" and _busy(r) > 0.1]
     warning = (
         [
             f"**Other processes kept the CPUs busy during {', '.join(busy)}: those figures "
@@ -249,16 +247,30 @@ def _stream_section(result) -> list[str]:
     ]
 
 
+def l3_mib() -> str:
+    """The L3 cache size, from sysfs (sysconf reports 0 on some virtual machines)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+        return text.replace("K", " KiB").replace("M", " MiB")
+    except OSError:
+        return "size unknown"
+
+
+def _busy(result: dict) -> float:
+    return max(result.get(k) or 0.0 for k in ("busy_before", "busy_during", "busy_after"))
+
+
 def _busy_note(result: dict) -> list[str]:
-    before, after = result.get("busy_before"), result.get("busy_after")
-    if before is None:
+    if result.get("busy_before") is None:
         return []
-    flag = (
-        " **(a busy machine: figures are not reliable)**" if max(before, after or 0) > 0.1 else ""
+    flag = " **(a busy machine: figures are not reliable)**" if _busy(result) > 0.1 else ""
+    shares = " / ".join(
+        "-" if result.get(k) is None else f"{result[k]:.0%}"
+        for k in ("busy_before", "busy_during", "busy_after")
     )
-    after_text = "-" if after is None else f"{after:.0%}"
     return [
-        f"- CPUs busy with other processes just before / after: {before:.0%} / {after_text}{flag}"
+        f"- CPU share other processes used just before / while / just after it ran: {shares}{flag}"
     ]
 
 
@@ -280,9 +292,10 @@ def _workload_section(result: dict, threads: list[int], stream: dict | None) -> 
     lines += [f"- stderr: `{n[:200]}`" for n in result.get("stderr_notes", [])[:5]]
     if stream and "gbps" in stream and result.get("bytes_moved"):
         floor = result["bytes_moved"] / (stream["gbps"]["1"] * 1e9)
+        moved = result["bytes_moved"] / 2**20
         lines.append(
-            f"- DRAM floor at the 1-thread triad bandwidth: {fmt_time(floor)} "
-            f"({result['bytes_moved'] / 2**20:.0f} MiB moved)"
+            f"- {moved:.0f} MiB moved: {fmt_time(floor)} at the 1-thread STREAM triad bandwidth "
+            f"(a DRAM floor only for data larger than the L3 cache, {l3_mib()} here)"
         )
     if lines[-1]:
         lines.append("")

@@ -165,6 +165,7 @@ def run_worker(key: str, threads: list[int], env: dict[str, str], wait_budget: l
             str(out),
         ]
         start = time.perf_counter()
+        machine0, ours0 = harness.cpu_snapshot(), harness.children_cpu_seconds()
         try:
             proc = subprocess.run(
                 cmd, env=env, timeout=WORKER_TIMEOUT_S, stderr=subprocess.PIPE, text=True
@@ -176,6 +177,9 @@ def run_worker(key: str, threads: list[int], env: dict[str, str], wait_budget: l
             stderr if isinstance(stderr, str) else stderr.decode(errors="replace")
         )
         took = time.perf_counter() - start
+        others = _others_share(
+            machine0, harness.cpu_snapshot(), harness.children_cpu_seconds() - ours0
+        )
         if not out.is_file():
             print(f"   {key} failed ({code}) after {took:.0f} s", flush=True)
             tail = " | ".join(warnings[-3:])
@@ -186,8 +190,18 @@ def run_worker(key: str, threads: list[int], env: dict[str, str], wait_budget: l
         result["stderr_notes"] = warnings
         result["wall_s"] = took
         result["busy_before"] = busy
+        result["busy_during"] = others
+        if others > 0.1:
+            print(f"   other processes used {others:.0%} of the CPUs while {key} ran", flush=True)
         result["busy_after"] = harness.cpu_busy_fraction()
         return result
+
+
+def _others_share(before, after, our_cpu_s: float) -> float:
+    """The share of all CPU time that processes other than the worker used meanwhile."""
+    busy = after[0] - before[0]
+    total = after[1] - before[1]
+    return max(0.0, busy - our_cpu_s) / total if total > 0 else 0.0
 
 
 def stderr_notes(stderr: str) -> list[str]:

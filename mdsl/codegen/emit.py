@@ -40,6 +40,7 @@ import numpy as np
 
 from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.graph import Graph
+from mdsl.ir.naming import file_stem
 
 Render = Callable[[Graph], Mapping[str, "str | bytes"]]
 
@@ -174,7 +175,7 @@ def emit_c_files(graph: Graph) -> dict[str, str | bytes]:
     from mdsl.codegen.plan import build_plan
 
     plan = build_plan(graph, c_bindings=True)
-    stem = _file_stem(graph.name)
+    stem = file_stem(graph.name)
     files: dict[str, str | bytes] = {f"{stem}.c": render_c(plan)}
     command = _compile_command(plan, stem)
     files["Makefile"] = _makefile(stem, command)
@@ -184,10 +185,6 @@ def emit_c_files(graph: Graph) -> dict[str, str | bytes]:
     for slot, value in enumerate(plan.constants):
         files[f"constants/c{slot}.npy"] = _npy(value)
     return files
-
-
-def _file_stem(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:40] or "graph"
 
 
 def _npy(value: np.ndarray) -> bytes:
@@ -325,7 +322,7 @@ def emit_numba_files(graph: Graph) -> dict[str, str | bytes]:
     from mdsl.codegen.plan import build_plan
 
     plan = build_plan(graph)
-    stem = _file_stem(graph.name)
+    stem = file_stem(graph.name)
     files: dict[str, str | bytes] = {f"{stem}.py": render_numba(plan)}
     lines = [
         f"# Generated numba code for graph `{_md(graph.name)}`",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mdsl.ir.errors import CompileError
+from mdsl.ir.naming import file_stem
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
 
@@ -97,7 +98,7 @@ def default_toolchain(march_native: bool = True, extra_flags: tuple[str, ...] = 
 
 def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
     """The path of a shared library built from `source` (from the cache when present)."""
-    file_name = f"{_safe(name)}.so"  # in the key: an entry holds exactly this file
+    file_name = f"{file_stem(name)}.so"  # in the key: an entry holds exactly this file
     key_text = "\0".join((toolchain.identity(), file_name, source))
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
     entry = cache_dir() / key
@@ -106,11 +107,6 @@ def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Pat
         return library
     _build_entry(source, toolchain, entry, library.name)
     return library
-
-
-def _safe(name: str) -> str:
-    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)[:40]
-    return cleaned or "graph"
 
 
 def _entry_ok(entry: Path, library: Path) -> bool:

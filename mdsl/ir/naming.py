@@ -41,3 +41,13 @@ class Namespace:
 
     def __contains__(self, name: str) -> bool:
         return name in self._taken
+
+
+def file_stem(name: str, default: str = "graph") -> str:
+    """A graph or kernel name as a portable file name stem: ASCII letters, digits, `_`, `-`.
+
+    >>> file_stem("Block/FFN: dōuble"), file_stem("")
+    ('Block_FFN__d_uble', 'graph')
+    """
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
+    return cleaned[:40] or default

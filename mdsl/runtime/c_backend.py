@@ -20,6 +20,7 @@ from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
+from mdsl.ir.naming import file_stem
 from mdsl.runtime.executable import KernelInfo
 from mdsl.runtime.kernels import node_kernel
 from mdsl.runtime.signatures import PlanShapes, storage_shape
@@ -71,7 +72,7 @@ class CBackend:
         if link_args(plan):  # custom ops bound to prebuilt libraries
             toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
         library = build_library(source, toolchain, graph.name)
-        sources = {f"{_file_stem(graph.name)}.c": source}
+        sources = {f"{file_stem(graph.name)}.c": source}
         return CVariant(plan, sources, library, threads, toolchain=toolchain)
 
 
@@ -79,11 +80,6 @@ def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
     """The plan of the C variant of `graph` for `symbols` (see `CBackend.build`)."""
     static = specialize(graph, symbols) if symbols else graph
     return build_plan(static, c_bindings=True, control_flow=True, symbolic=True)
-
-
-def _file_stem(name: str) -> str:
-    stem = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
-    return stem[:40] or "graph"
 
 
 @dataclass

@@ -49,6 +49,7 @@ from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
+from mdsl.ir.naming import file_stem
 from mdsl.runtime import numba_support
 from mdsl.runtime.executable import KernelInfo
 from mdsl.runtime.kernels import node_kernel
@@ -73,12 +74,7 @@ class NumbaBackend:
         plan = build_plan(static, control_flow=True, symbolic=True)
         source = render_numba(plan, parallel=threads != 1)
         module, path = load_module(source)
-        return NumbaVariant(plan, {f"{_file_stem(graph.name)}.py": source}, module, path, threads)
-
-
-def _file_stem(name: str) -> str:
-    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
-    return cleaned[:40] or "graph"
+        return NumbaVariant(plan, {f"{file_stem(graph.name)}.py": source}, module, path, threads)
 
 
 # -- loading generated modules -------------------------------------------------------------------

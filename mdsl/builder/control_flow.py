@@ -33,6 +33,7 @@ from mdsl.ir.graph import OUTPUT, Graph, Layer, Node, Tensor
 from mdsl.ir.rewrite import mark_changed
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.verify import MAX_SUBGRAPH_DEPTH
 from mdsl.ops import control_flow as cf
 from mdsl.ops.registry import get_op
 
@@ -339,6 +340,7 @@ def _building(sub: Graph, path: str):
 
 def _trace(outer: Graph, path: str, label: str, key: str, fn: Callable, params: list) -> _Traced:
     """Run `fn` on Input tensors of a new subgraph `path`; its results become Outputs."""
+    _check_depth(outer, path)
     sub = Graph(path)
     sub.parent = outer
     function = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}"
@@ -353,6 +355,16 @@ def _trace(outer: Graph, path: str, label: str, key: str, fn: Callable, params: 
                 OUTPUT, [t], {"name": str(i)}, name=f"Output_{i}", types=[], exact_name=True
             )
     return _Traced(label, key, sub, results, single)
+
+
+def _check_depth(outer: Graph, path: str) -> None:
+    depth, g = 1, outer
+    while g.parent is not None:
+        depth, g = depth + 1, g.parent
+    if depth > MAX_SUBGRAPH_DEPTH:
+        raise GraphError(
+            f"control flow nests {depth} deep at {path}; the limit is {MAX_SUBGRAPH_DEPTH}"
+        )
 
 
 def _as_results(sub: Graph, returned, label: str) -> tuple[list[Tensor], bool]:

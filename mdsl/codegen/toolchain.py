@@ -5,6 +5,16 @@ written to a temporary folder and renamed into place (atomic on POSIX), so concu
 builds of one graph never see half-written files; each library has a SHA-256 sidecar,
 and an entry whose library no longer matches it is rebuilt. The cache lives in
 `$MDSL_CACHE_DIR`, else `$XDG_CACHE_HOME/mdsl`, else `~/.cache/mdsl`.
+
+Trust: a cached library runs as whoever loads it, and its key is computable by anyone
+who has the model, so the sidecar (written by whoever wrote the entry) proves nothing.
+The cache root, each entry folder and the files in it are used only when this user
+owns them and neither group nor others can write them (`mdsl.ir.safe_files`); a root
+failing that is refused with a CompileError, an entry failing it is rebuilt. Nothing
+is written through a path another user could have planted: builds go to a private
+temporary folder renamed into place, kept sources of failed builds are new files
+renamed over the target. Each library also carries a build record (the SHA-256 of the
+source it was built from, `build_record`), which loading a saved executable checks.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -21,6 +32,7 @@ from pathlib import Path
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.naming import file_stem
+from mdsl.ir.safe_files import untrusted_reason, write_new
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
 
@@ -50,10 +62,37 @@ def cache_dir() -> Path:
     return Path(xdg) / "mdsl" if xdg else Path.home() / ".cache" / "mdsl"
 
 
+def trusted_cache_dir() -> Path:
+    """`cache_dir()`, created (mode 0700) if missing, once checked to be this user's alone;
+    CompileError otherwise (another user could plant libraries in it)."""
+    root = cache_dir()
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompileError(
+            f"cannot use the build cache {root} ($MDSL_CACHE_DIR): {e.strerror or e}"
+        ) from None
+    reason = untrusted_reason(root)
+    if reason is not None:
+        raise CompileError(
+            f"refusing the build cache {root}: {reason}; another user could plant libraries "
+            "in it that would run as you. Set $MDSL_CACHE_DIR to a folder only you can write"
+        )
+    return root
+
+
+def _split_command(text: str, what: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise CompileError(f"{what} is not a valid command line ({e}): {text!r:.80}") from None
+
+
 def find_compiler() -> str | None:
     """The C compiler: $CC, else cc, gcc or clang on PATH."""
     for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(shlex.split(candidate)[0]):
+        words = _split_command(candidate, "$CC") if candidate else []
+        if words and shutil.which(words[0]):
             return candidate
     return None
 
@@ -62,7 +101,7 @@ def find_compiler() -> str | None:
 def _compiler_version(cc: str) -> str:
     try:
         out = subprocess.run(
-            [*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=30
+            [*_split_command(cc, "$CC"), "--version"], capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise CompileError(f"C compiler {cc!r} does not run: {e}") from None
@@ -92,16 +131,33 @@ def default_toolchain(march_native: bool = True, extra_flags: tuple[str, ...] = 
         )
     includes, links = blas_paths()
     flags = DEFAULT_FLAGS + (("-march=native",) if march_native else ()) + tuple(extra_flags)
-    env_flags = tuple(shlex.split(os.environ.get("MDSL_CFLAGS", "")))
+    env_flags = tuple(_split_command(os.environ.get("MDSL_CFLAGS", ""), "$MDSL_CFLAGS"))
     return Toolchain(cc, flags + env_flags, includes, links)
+
+
+RECORD_VERSION = "record1"  # in the cache key: entries built before records are not reused
+
+
+def build_record(source: str) -> bytes:
+    """The marker a library built from `source` contains (the source's SHA-256), so a
+    library can be matched to its source without loading it."""
+    return f"mdsl-build-record sha256={hashlib.sha256(source.encode()).hexdigest()}".encode()
+
+
+def _with_build_record(source: str) -> str:
+    record = build_record(source).decode()
+    return (
+        f"{source}\n/* which source this library was built from (checked by load_executable) */\n"
+        f'__attribute__((used)) const char mdsl_build_record[] = "{record}";\n'
+    )
 
 
 def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
     """The path of a shared library built from `source` (from the cache when present)."""
     file_name = f"{file_stem(name)}.so"  # in the key: an entry holds exactly this file
-    key_text = "\0".join((toolchain.identity(), file_name, source))
+    key_text = "\0".join((toolchain.identity(), RECORD_VERSION, file_name, source))
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    entry = cache_dir() / key
+    entry = trusted_cache_dir() / key
     library = entry / file_name
     if _entry_ok(entry, library):
         return library
@@ -110,14 +166,44 @@ def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Pat
 
 
 def _entry_ok(entry: Path, library: Path) -> bool:
+    """Whether `entry` holds a library to use: this user's alone and matching its sidecar."""
     digest_file = entry / "library.sha256"
     if not (library.is_file() and digest_file.is_file()):
         return False
+    if any(untrusted_reason(p) for p in (entry, library, digest_file)):
+        return False  # planted or opened up by someone else: rebuilt, never loaded
     try:  # a damaged sidecar (any bytes) means a damaged entry, never a crash
         recorded = digest_file.read_bytes().decode("ascii").strip()
+        return _sha256(library) == recorded and elf_problem(library) is None
     except (OSError, UnicodeDecodeError):
         return False
-    return _sha256(library) == recorded
+
+
+def elf_problem(path: Path) -> str | None:
+    """Why `path` is not a whole ELF shared object (truncated, say), or None. dlopen of
+    a truncated library can die of SIGBUS, so this is checked before loading."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        size = os.fstat(f.fileno()).st_size
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+        return "not a 64-bit little-endian ELF file"
+    phoff, shoff = int.from_bytes(head[32:40], "little"), int.from_bytes(head[40:48], "little")
+    phentsize, phnum = int.from_bytes(head[54:56], "little"), int.from_bytes(head[56:58], "little")
+    shentsize, shnum = int.from_bytes(head[58:60], "little"), int.from_bytes(head[60:62], "little")
+    if phoff + phentsize * phnum > size or shoff + shentsize * shnum > size:
+        return f"truncated ({size} bytes, its headers reach past the end)"
+    with open(path, "rb") as f:
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    for i in range(phnum):
+        header = table[i * phentsize : (i + 1) * phentsize]
+        offset, filesz = (
+            int.from_bytes(header[8:16], "little"),
+            int.from_bytes(header[32:40], "little"),
+        )
+        if offset + filesz > size:
+            return f"truncated ({size} bytes, segment {i} reaches {offset + filesz})"
+    return None
 
 
 def _sha256(path: Path) -> str:
@@ -129,14 +215,13 @@ def _sha256(path: Path) -> str:
 
 
 def _build_entry(source: str, tc: Toolchain, entry: Path, library_name: str) -> None:
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=entry.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=entry.parent))  # mode 0700, ours
     try:
         src = tmp / "graph.c"
-        src.write_text(source, encoding="utf-8")
+        src.write_text(_with_build_record(source), encoding="utf-8")
         out = tmp / library_name
         cmd = [
-            *shlex.split(tc.cc),
+            *_split_command(tc.cc, "$CC"),
             *tc.flags,
             *(f"-I{d}" for d in tc.include_dirs),
             str(src),
@@ -195,8 +280,18 @@ def _compile_error(message, source, cmd, src, out, stderr) -> CompileError:
 
 
 def _keep_failed_source(source: str) -> Path:
-    folder = cache_dir() / "failed"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".c")
-    path.write_text(source, encoding="utf-8")
+    """`source` written to failed/<hash>.c of the cache, as a new file renamed into place
+    (a symlink planted there is replaced, never written through)."""
+    folder = trusted_cache_dir() / "failed"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        reason = untrusted_reason(folder)
+        if reason is not None:
+            raise CompileError(f"refusing to keep a failed source in {folder}: {reason}")
+        path = folder / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".c")
+        write_new(path, source.encode("utf-8"), mode=stat.S_IRUSR | stat.S_IWUSR)
+    except OSError as e:
+        raise CompileError(
+            f"cannot keep the failed source in {folder}: {e.strerror or e}"
+        ) from None
     return path

@@ -25,7 +25,7 @@ import numpy as np
 
 from mdsl.ir.errors import ShapeError
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class _Atom:

@@ -4,6 +4,12 @@
 constant; `g.to_json()` inlines constants as base64 .npy bytes. Loading validates every
 field, reads arrays with `allow_pickle=False` and verifies the rebuilt graph, so a
 hostile or damaged file gets a GraphError, never a crash or a half-built graph.
+
+Bounds, all checked before the work they bound: a zip member may inflate to at most
+`mdsl.ir.safe_files.MAX_INFLATION` (64) times its compressed size, `graph.json` to at
+most `MAX_JSON_BYTES` (512 MiB) and a constant to at most `MAX_MEMBER_BYTES` (4 GiB);
+JSON nests at most `MAX_JSON_DEPTH` deep and subgraphs at most
+`mdsl.ir.verify.MAX_SUBGRAPH_DEPTH`. Loading takes time linear in the file.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 import zipfile
+from collections import ChainMap
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -24,11 +32,14 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import Graph, Layer, Node, Tensor
 from mdsl.ir.initializer import ParamInit
+from mdsl.ir.safe_files import check_zip_member
 from mdsl.ir.tensor_type import TensorType
 
 FORMAT = "mdsl-graph"
 VERSION = 1
-MAX_MEMBER_BYTES = 1 << 34  # refuse absurd sizes announced by a zip directory
+MAX_MEMBER_BYTES = 1 << 32  # a constant's .npy, inflated
+MAX_JSON_BYTES = 1 << 29  # graph.json, inflated (10^5 nodes take about 30 MB)
+MAX_JSON_DEPTH = 256  # [ and { nesting (a subgraph level takes 4)
 
 
 # -- encoding -----------------------------------------------------------------------------
@@ -167,9 +178,15 @@ class _ArraySource:
             info = self.zf.getinfo(name)
         except KeyError:
             _fail(f"missing member {name}")
-        if info.file_size > MAX_MEMBER_BYTES:
-            _fail(f"member {name} is {info.file_size} bytes")
+        _check_member_size(info, MAX_MEMBER_BYTES)
         return _read_member(self.zf, name)
+
+
+def _check_member_size(info: zipfile.ZipInfo, cap: int) -> None:
+    try:
+        check_zip_member(info, cap=cap, error=GraphError)
+    except GraphError as e:
+        _fail(f"member {e.message}")
 
 
 def _read_member(zf: zipfile.ZipFile, name: str) -> bytes:
@@ -236,7 +253,7 @@ def _decode_attr(obj, source: _ArraySource):
     return decoders[tag]()
 
 
-def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer: dict) -> Graph:
+def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer) -> Graph:
     _expect(doc, dict, "graph")
     g = Graph(_expect(doc.get("name"), str, "graph name"))
     g.parent = parent
@@ -244,7 +261,7 @@ def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer: dict) 
         path = _expect(_expect(lay, dict, "layer").get("path"), str, "layer path")
         g.layers[path] = Layer(path, _expect(lay.get("function", ""), str, "layer function"))
         g.layer_names.reserve(path)
-    tensors = dict(outer)
+    tensors = ChainMap({}, outer)  # this graph's tensors over the enclosing ones'
     for ndoc in _expect(doc.get("nodes"), list, "nodes"):
         node = _decode_node(ndoc, source, g, tensors)
         g.append(node)
@@ -253,7 +270,7 @@ def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer: dict) 
     return g
 
 
-def _decode_node(doc, source: _ArraySource, g: Graph, tensors: dict) -> Node:
+def _decode_node(doc, source: _ArraySource, g: Graph, tensors) -> Node:
     _expect(doc, dict, "node")
     name = _expect(doc.get("name"), str, "node name")
     inputs = []
@@ -281,8 +298,9 @@ def _decode_node(doc, source: _ArraySource, g: Graph, tensors: dict) -> Node:
     types = [TensorType.from_json(t) for t in _expect(doc.get("outputs", []), list, "outputs")]
     node.outputs = [Tensor(t, node, i) for i, t in enumerate(types)]
     subs = _expect(doc.get("subgraphs", {}), dict, f"subgraphs of {name}")
-    visible = tensors | {t.name: t for t in node.outputs}
-    node.subgraphs = {k: _decode_graph(s, source, g, visible) for k, s in subs.items()}
+    if subs:  # a layer over the table, not a copy: loading stays linear in nodes
+        visible = tensors.new_child({t.name: t for t in node.outputs})
+        node.subgraphs = {k: _decode_graph(s, source, g, visible) for k, s in subs.items()}
     return node
 
 
@@ -296,6 +314,9 @@ def _decode_document(text, source: _ArraySource) -> Graph:
 
     if not isinstance(text, (str, bytes, bytearray)):
         _fail(f"expected JSON text, got {type(text).__name__}")
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        _fail(f"JSON nests {depth} deep; the limit is {MAX_JSON_DEPTH}")
     try:
         doc = json.loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -327,6 +348,26 @@ def _decode_document(text, source: _ArraySource) -> Graph:
     return g
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_DEPTH_STEP = np.zeros(256, np.int8)
+_DEPTH_STEP[[ord("["), ord("{")]] = 1
+_DEPTH_STEP[[ord("]"), ord("}")]] = -1
+
+
+def json_depth(text: str | bytes | bytearray) -> int:
+    """How deep the brackets of JSON `text` nest (strings skipped), in linear time and
+    without recursion: the depth check that runs before `json.loads`.
+
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    skeleton = np.frombuffer(_JSON_STRING.sub(b"", raw), np.uint8)
+    if skeleton.size == 0:
+        return 0
+    return int(np.cumsum(_DEPTH_STEP[skeleton], dtype=np.int64).max(initial=0))
+
+
 def graph_from_json(text: str | bytes) -> Graph:
     return _decode_document(text, _ArraySource(None))
 
@@ -337,9 +378,7 @@ def load(path) -> Graph:
         with zipfile.ZipFile(path) as zf:
             if "graph.json" not in zf.namelist():
                 _fail(f"{os.fspath(path)} has no graph.json")
-            info = zf.getinfo("graph.json")
-            if info.file_size > MAX_MEMBER_BYTES:
-                _fail("graph.json is too large")
+            _check_member_size(zf.getinfo("graph.json"), MAX_JSON_BYTES)
             text = _read_member(zf, "graph.json")
             return _decode_document(text, _ArraySource(zf))
     except FileNotFoundError:

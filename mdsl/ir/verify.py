@@ -18,6 +18,7 @@ from mdsl.ir.initializer import ParamInit
 
 _type_rule: Callable[[Node], list] | None = None
 MAX_REPORTED = 10
+MAX_SUBGRAPH_DEPTH = 32  # control flow nested deeper is refused (interpret and compile recurse)
 
 
 def set_type_rule(rule: Callable[[Node], list]) -> None:
@@ -42,6 +43,7 @@ def verify(g: Graph, *, check_types: bool = True) -> None:
     Each problem names the node, its op type and the user's line that built it; a single
     problem makes a one-line message.
     """
+    check_nesting(g)
     problems = list(_problems(g, check_types, visible=set()))
     if len(problems) == 1:
         raise GraphError(f"graph {g.name!r} is invalid: {problems[0]}")
@@ -53,6 +55,22 @@ def verify(g: Graph, *, check_types: bool = True) -> None:
             else ""
         )
         raise GraphError(f"graph {g.name!r} is invalid:\n  " + "\n  ".join(shown) + more)
+
+
+def check_nesting(g: Graph) -> None:
+    """Raise GraphError when control-flow subgraphs nest deeper than MAX_SUBGRAPH_DEPTH
+    (checked without recursion, so any depth gets the error, never a RecursionError)."""
+    stack = [(g, 0, "")]
+    while stack:
+        graph, depth, where = stack.pop()
+        if depth > MAX_SUBGRAPH_DEPTH:
+            raise GraphError(
+                f"graph {g.name!r}: subgraphs nest {depth} deep (at {where}); "
+                f"the limit is {MAX_SUBGRAPH_DEPTH}"
+            )
+        for node in graph:
+            for key, sub in node.subgraphs.items():
+                stack.append((sub, depth + 1, f"{node.name} subgraph {key}"))
 
 
 def _problems(g: Graph, check_types: bool, visible: set):

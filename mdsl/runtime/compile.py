@@ -6,7 +6,7 @@ import warnings
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
-from mdsl.runtime.executable import Executable
+from mdsl.runtime.executable import Executable, checked_threads
 
 BACKENDS = ("c", "numba", "python")
 
@@ -50,8 +50,11 @@ def compile(
     >>> exe(x=np.ones((3, 4), np.float32))["y"].shape, sorted(exe.variants())[0]
     ((3, 4), ())
     """
+    from mdsl.ir.verify import check_nesting
     from mdsl.passes.manager import optimize
 
+    check_nesting(g)
+    threads = checked_threads(threads)
     if devices is not None:
         from mdsl.runtime.hetero import compile_hetero
 

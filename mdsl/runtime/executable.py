@@ -36,7 +36,23 @@ from mdsl.ir.graph import Graph
 from mdsl.runtime.feeds import bind_feeds
 
 MAX_VARIANTS = 16
+MAX_THREADS = 1024  # OpenMP and BLAS thread pools larger than this fail or crash
 SYMBOLIC = ()  # the signature key of the symbolic build
+
+
+def checked_threads(threads) -> int | None:
+    """`threads` (None: all cores) when it is an int in [1, MAX_THREADS], else CompileError.
+
+    >>> checked_threads(4), checked_threads(None)
+    (4, None)
+    """
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise CompileError(f"threads must be an int or None, got {type(threads).__name__}")
+    if not 1 <= threads <= MAX_THREADS:
+        raise CompileError(f"threads must be in [1, {MAX_THREADS}], got {threads}")
+    return int(threads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +88,7 @@ class Executable:
     ):
         self.graph = graph
         self.backend = backend
-        self.threads = threads
+        self.threads = checked_threads(threads)
         # debug builds: the outputs added to materialize every tensor -> tensor names
         self.debug_outputs = None if debug_outputs is None else dict(debug_outputs)
         self.specialize = _checked_specialize(graph, specialize)

@@ -15,6 +15,7 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.verify import check_nesting
 from mdsl.runtime.control_flow import run_control_flow
 from mdsl.runtime.feeds import bind_feeds, concrete_shape
 from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
@@ -46,6 +47,7 @@ def interpret(
     """
     if impl not in IMPLS:
         raise ExecutionError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
+    check_nesting(g)
     env, symbols = bind_feeds(g, feeds)
     record: dict = {}
     outputs = _run_graph(g, env, symbols, impl, record)

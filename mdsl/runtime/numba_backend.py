@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,10 +47,11 @@ from mdsl.codegen.c_target import uses_dims
 from mdsl.codegen.numba_target import render_numba
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
-from mdsl.codegen.toolchain import cache_dir
+from mdsl.codegen.toolchain import trusted_cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.ir.safe_files import untrusted_reason
 from mdsl.runtime import numba_support
 from mdsl.runtime.executable import KernelInfo
 from mdsl.runtime.kernels import node_kernel
@@ -106,10 +108,20 @@ def _support_fingerprint() -> bytes:
 
 def _publish(source: str, filename: str) -> Path:
     """Write `source` to the cache folder (atomically, unless the same text is there)."""
-    try:
-        return _write_once(cache_dir() / "numba", filename, source)
-    except OSError:  # an unwritable cache dir: a private folder still lets numba cache
+    try:  # numba's cache index there is a pickle: the folder must be this user's alone
+        return _write_once(_trusted_folder(trusted_cache_dir() / "numba"), filename, source)
+    except (OSError, CompileError) as e:  # a private folder still lets numba cache
+        if not _PRIVATE:
+            warnings.warn(f"numba kernels go to a private folder: {e}", RuntimeWarning, 2)
         return _write_once(_private_dir(), filename, source)
+
+
+def _trusted_folder(folder: Path) -> Path:
+    folder.mkdir(mode=0o700, exist_ok=True)
+    reason = untrusted_reason(folder)
+    if reason is not None:
+        raise CompileError(f"refusing the numba cache {folder}: {reason}")
+    return folder
 
 
 def _write_once(folder: Path, filename: str, source: str) -> Path:

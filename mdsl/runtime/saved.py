@@ -11,21 +11,29 @@ A saved executable is a directory (or the same files in a zip, when the path end
     variants/<i>/...     per compiled shape signature: generated sources and, for the C
                          backend, the built shared library
 
-Loading checks the manifest's digest, then the digest of every file before using it,
-and copies each library into a private folder before loading it from there, so a
-library is never loaded unverified (nor swapped between check and load). It then
-re-plans each variant from the saved graph and requires the generated source to equal
-the saved one: the library and the plan driving it agree, or loading fails. No compiler
-runs: a loaded executable works where none is installed, and still compiles a new shape
-signature when one is.
+Loading an executable runs its native code, like `torch.load` or pickle: load only
+files you trust. mdsl makes "trust" checkable. `exe.save(path)` signs the manifest with
+HMAC-SHA256 under this user's key (`mdsl.runtime.signing`: made on first use, mode
+0600 in the user's config folder), or under `key=` when given (a key shared with
+whoever loads the file elsewhere). `load_executable` refuses, before any library
+loads, a file that is unsigned or signed with another key unless told `trust=True`;
+the signature covers the manifest, and the manifest the SHA-256 of every file.
 
-Digests catch damage and edits; anyone able to rewrite the files can also rewrite the
-digests, so to trust files from elsewhere save and load them with a secret `key=`
-(the manifest is then signed with HMAC-SHA256). Prebuilt libraries of custom C ops
-(`library=`) are not copied: their path and digest are recorded and checked on load.
-Every failure is a CompileError saying what is wrong and where. A library built with
-`march_native=True` (the default) needs a CPU with the instruction set of the one that
-built it; compile with `march_native=False` for executables meant to move.
+Loading then reads the digest file first and every file with a size limit (regular
+files only: no FIFOs or devices), checks each digest before using the file, and copies
+each library into a private folder before loading it from there, so a library is never
+loaded unverified (nor swapped between check and load). It re-plans each variant from
+the saved graph and requires the generated source to equal the saved one, and the
+library's own build record (the SHA-256 of the source it was compiled from, embedded
+by `mdsl.codegen.toolchain`) to name that source: a library of another graph is refused
+before it is called. No compiler runs: a loaded executable works where none is
+installed, and still compiles a new shape signature when one is.
+
+Prebuilt libraries of custom C ops (`library=`) are not copied: their path and digest
+are recorded and checked on load. Every failure is a CompileError saying what is wrong
+and where. A library built with `march_native=True` (the default) needs a CPU with the
+instruction set of the one that built it; compile with `march_native=False` for
+executables meant to move.
 
 >>> import numpy as np, mdsl, tempfile, os
 >>> with mdsl.Graph("axpy") as g:
@@ -54,20 +62,27 @@ import zipfile
 from pathlib import Path
 
 from mdsl.ir.errors import CompileError, MdslError
+from mdsl.ir.safe_files import check_zip_member, read_regular
+from mdsl.ir.serialize import MAX_JSON_BYTES, json_depth
+from mdsl.runtime.signing import user_key
 
 FORMAT = "mdsl-executable"
 VERSION = 1
 MANIFEST, DIGEST = "manifest.json", "manifest.sha256"
-MAX_FILE_BYTES = 1 << 32
+MAX_DIGEST_BYTES = 1024
+MAX_MANIFEST_BYTES = 1 << 26
+MAX_FILE_BYTES = 1 << 30  # a library or a generated source
+MAX_JSON_DEPTH = 32  # of the manifest (it nests 5 deep)
 _MEMBER = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*")
 
 
 # -- saving ----------------------------------------------------------------------------------
 def save_executable(exe, path, *, key: bytes | str | None = None) -> None:
-    """Write `exe` to `path` (see the module doc); replaces an earlier save there."""
+    """Write `exe` to `path` (see the module doc), signed with `key` or else this user's
+    key; replaces an earlier save there."""
     manifest, files = _executable_files(exe)
     files[MANIFEST] = json.dumps(manifest, indent=1, sort_keys=True).encode()
-    files[DIGEST] = _manifest_digest(files[MANIFEST], key).encode()
+    files[DIGEST] = signature_line(files[MANIFEST], key).encode()
     path = Path(os.fspath(path))
     if path.suffix == ".zip":
         _write_zip(path, files)
@@ -145,13 +160,19 @@ def _march_native(backend) -> bool:
     return toolchain is None or "-march=native" in toolchain.flags
 
 
-def _manifest_digest(manifest: bytes, key) -> str:
-    if key is None:
-        return f"sha256 {_sha256(manifest)}\n"
-    return f"hmac-sha256 {hmac.new(_key_bytes(key), manifest, hashlib.sha256).hexdigest()}\n"
+def signature_line(manifest: bytes, key=None) -> str:
+    """The digest file's text: the manifest's HMAC-SHA256 under `key` (None: this
+    user's key)."""
+    return f"hmac-sha256 {_mac(manifest, _key_bytes(key))}\n"
+
+
+def _mac(data: bytes, key: bytes) -> str:
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def _key_bytes(key) -> bytes:
+    if key is None:
+        return user_key()
     if isinstance(key, str):
         key = key.encode()
     if not isinstance(key, bytes) or not key:
@@ -206,26 +227,31 @@ def _replaceable(path: Path) -> bool:
 
 
 # -- loading ---------------------------------------------------------------------------------
-def load_executable(path, *, key: bytes | str | None = None, threads: int | None = None):
+def load_executable(
+    path, *, key: bytes | str | None = None, threads: int | None = None, trust: bool = False
+):
     """The Executable saved at `path` by `exe.save(path)`, verified (see the module doc).
 
-    `key` must be the key it was saved with, if any; `threads` overrides the saved
+    `key` must be the key it was saved with, when that was not this user's own;
+    `trust=True` loads a file that is unsigned or signed with a key you do not have
+    (its native code runs: only for files you trust). `threads` overrides the saved
     thread count. Custom ops' bindings (Python callbacks, C sources) must be registered
     before loading, as they were when compiling.
     """
     from mdsl.ir.serialize import graph_from_json
-    from mdsl.runtime.executable import Executable
+    from mdsl.runtime.executable import Executable, checked_threads
 
     where = os.fspath(path)
+    threads = checked_threads(threads)
     with _open(Path(where)) as reader:
-        manifest = _verified_manifest(reader, key, where)
-        graph_text = _read_verified(reader, manifest["graph"], where)
+        manifest = _verified_manifest(reader, key, trust, where)
+        graph_text = _read_verified(reader, manifest["graph"], where, MAX_JSON_BYTES)
         try:
             graph = graph_from_json(graph_text)
         except MdslError as e:
             raise CompileError(f"{where}: the saved graph does not load: {e.message}") from None
         backend = LoadedBackend(manifest["backend"], manifest["march_native"])
-        threads = manifest.get("threads") if threads is None else threads
+        threads = _manifest_threads(manifest, where) if threads is None else threads
         variants = {}
         for entry in manifest["variants"]:
             signature, variant = _load_variant(reader, entry, graph, threads, where)
@@ -279,17 +305,22 @@ class _Reader:
         elif not path.is_dir():
             raise CompileError(f"no saved executable at {path}")
 
-    def read(self, member: str) -> bytes:
+    def read(self, member: str, limit: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of `member`: a regular file (or zip member) of at most `limit`."""
         if not isinstance(member, str) or not _MEMBER.fullmatch(member):
-            raise CompileError(f"{self.path}: the manifest names a bad file {member!r}")
+            raise CompileError(f"{self.path}: the manifest names a bad file {member!r:.80}")
+        what = f"{self.path}: {member}"
+        if self.zip is None:
+            return read_regular(self.path / member, limit=limit, what=what, error=CompileError)
         try:
-            if self.zip is not None:
-                if self.zip.getinfo(member).file_size > MAX_FILE_BYTES:
-                    raise CompileError(f"{self.path}: {member} is too large")
-                return self.zip.read(member)
-            return (self.path / member).read_bytes()
-        except (KeyError, OSError, zipfile.BadZipFile) as e:
-            raise CompileError(f"{self.path}: cannot read {member}: {e}") from None
+            check_zip_member(self.zip.getinfo(member), cap=limit, error=CompileError)
+            return self.zip.read(member)
+        except CompileError as e:
+            raise CompileError(f"{self.path}: {e.message}") from None
+        except (KeyError, OSError, EOFError, zipfile.BadZipFile) as e:
+            raise CompileError(f"{what}: cannot read it: {e}") from None
+        except Exception as e:  # zlib.error, NotImplementedError (method), RuntimeError...
+            raise CompileError(f"{what}: cannot read it ({type(e).__name__}: {e})") from None
 
     def __enter__(self):
         return self
@@ -303,25 +334,44 @@ def _open(path: Path) -> _Reader:
     return _Reader(path)
 
 
-def _verified_manifest(reader: _Reader, key, where: str) -> dict:
-    data = reader.read(MANIFEST)
-    kind, _, digest = reader.read(DIGEST).decode("ascii", "replace").strip().partition(" ")
-    if kind == "hmac-sha256" and key is None:
-        raise CompileError(f"{where} was saved with a key; pass the same key= to load it")
-    if key is not None and kind != "hmac-sha256":
-        raise CompileError(f"{where} is not signed, but key= was given: refusing to trust it")
-    if kind not in ("sha256", "hmac-sha256"):
+def _verified_manifest(reader: _Reader, key, trust: bool, where: str) -> dict:
+    """The manifest, once its signature (or, with `trust`, its digest) checks out."""
+    line = reader.read(DIGEST, MAX_DIGEST_BYTES).decode("ascii", "replace").split()
+    if len(line) != 2 or line[0] not in ("sha256", "hmac-sha256"):
         raise CompileError(f"{where}: {DIGEST} is malformed")
-    if not hmac.compare_digest(digest, _manifest_digest(data, key).split()[1]):
-        what = "its signature does not match the key" if key is not None else "its digest"
-        raise CompileError(f"{where}: the manifest was modified or damaged ({what} differs)")
+    kind, digest = line
+    data = reader.read(MANIFEST, MAX_MANIFEST_BYTES)
+    if kind == "sha256":
+        if not trust:
+            given = ", but key= was given" if key is not None else ""
+            raise CompileError(
+                f"{where} is not signed{given}: refusing to trust it (loading runs its native "
+                "code; pass trust=True if you trust where it came from)"
+            )
+        if not hmac.compare_digest(digest, _sha256(data)):
+            raise CompileError(
+                f"{where}: the manifest was modified or damaged (its digest differs)"
+            )
+    elif not trust and not hmac.compare_digest(digest, _mac(data, _key_bytes(key))):
+        if key is not None:
+            raise CompileError(
+                f"{where}: the manifest was modified or damaged, or signed with another key "
+                "(its signature does not match the key)"
+            )
+        raise CompileError(
+            f"{where}: the manifest was modified or damaged, or is signed with another key "
+            "than this user's (another user's, or one passed as key= when saving): pass that "
+            "key=, or trust=True to load it anyway"
+        )
     return _checked_manifest(data, where)
 
 
 def _checked_manifest(data: bytes, where: str) -> dict:
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise CompileError(f"{where}: the manifest nests deeper than {MAX_JSON_DEPTH}")
     try:
         m = json.loads(data)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise CompileError(f"{where}: the manifest is not JSON: {e}") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise CompileError(f"{where} is not a saved mdsl executable")
@@ -330,8 +380,15 @@ def _checked_manifest(data: bytes, where: str) -> dict:
             f"{where} has format version {m.get('version')!r}; this mdsl reads version {VERSION}"
         )
     _expect(m, {"backend": str, "march_native": bool}, where)
-    if m.get("debug_outputs") is not None and not isinstance(m["debug_outputs"], dict):
-        raise CompileError(f"{where}: the manifest's debug_outputs is not a dict")
+    from mdsl.runtime.compile import BACKENDS
+
+    if m["backend"] not in BACKENDS:
+        raise CompileError(f"{where}: the manifest names an unknown backend {m['backend']!r:.40}")
+    debug = m.get("debug_outputs")
+    if debug is not None and not (
+        isinstance(debug, dict) and all(isinstance(v, str) for v in debug.values())
+    ):
+        raise CompileError(f"{where}: the manifest's debug_outputs is not a dict of names")
     _expect(m, {"graph": dict, "variants": list, "platform": dict}, where)
     if m.get("threads") is not None and type(m.get("threads")) is not int:
         raise CompileError(f"{where}: the manifest's threads is not an int")
@@ -343,6 +400,15 @@ def _checked_manifest(data: bytes, where: str) -> dict:
     return m
 
 
+def _manifest_threads(m: dict, where: str) -> int | None:
+    from mdsl.runtime.executable import checked_threads
+
+    try:
+        return checked_threads(m.get("threads"))
+    except CompileError as e:
+        raise CompileError(f"{where}: the manifest's {e.message}") from None
+
+
 def _expect(doc: dict, fields: dict, where: str) -> None:
     for name, kind in fields.items():
         if not isinstance(doc.get(name), kind):
@@ -351,10 +417,10 @@ def _expect(doc: dict, fields: dict, where: str) -> None:
             )
 
 
-def _read_verified(reader: _Reader, entry, where: str) -> bytes:
+def _read_verified(reader: _Reader, entry, where: str, limit: int = MAX_FILE_BYTES) -> bytes:
     if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
         raise CompileError(f"{where}: the manifest lists a file without a digest")
-    data = reader.read(entry.get("file"))
+    data = reader.read(entry.get("file"), limit)
     if not hmac.compare_digest(_sha256(data), entry["sha256"]):
         raise CompileError(
             f"{where}: {entry['file']} was modified or damaged (its SHA-256 differs from "
@@ -373,7 +439,11 @@ def _load_variant(reader: _Reader, entry, graph, threads, where: str):
     signature = tuple(sorted(symbols.items()))
     sources = {}
     for source in _list_of_dicts(entry.get("sources"), where):
-        sources[str(source.get("name"))] = _read_verified(reader, source, where).decode()
+        text = _read_verified(reader, source, where)
+        try:
+            sources[str(source.get("name"))] = text.decode()
+        except UnicodeDecodeError:
+            raise CompileError(f"{where}: {source.get('file')} is not UTF-8 text") from None
     if entry.get("library") is None:
         return signature, None
     library = _read_verified(reader, entry["library"], where)
@@ -392,10 +462,10 @@ def _list_of_dicts(value, where: str) -> list[dict]:
 def _check_custom_libraries(libraries: list, where: str) -> None:
     for lib in libraries:
         path = Path(str(lib.get("path")))
-        try:
-            digest = _sha256(path.read_bytes())
-        except OSError:
-            raise CompileError(f"{where}: the custom op library {path} is missing") from None
+        if not path.exists():
+            raise CompileError(f"{where}: the custom op library {path} is missing")
+        what = f"{where}: the custom op library {path}"
+        digest = _sha256(read_regular(path, limit=MAX_FILE_BYTES, what=what, error=CompileError))
         if not hmac.compare_digest(digest, str(lib.get("sha256"))):
             raise CompileError(
                 f"{where}: the custom op library {path} changed since the executable was "
@@ -405,6 +475,7 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
 
 def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, where: str):
     from mdsl.codegen.c_target import render_c
+    from mdsl.codegen.toolchain import build_record
     from mdsl.runtime.c_backend import CVariant, plan_variant
 
     plan = plan_variant(graph, symbols)
@@ -414,6 +485,11 @@ def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, whe
             f"{where}: the saved C source{_signature_text(symbols)} differs from what this "
             "mdsl generates for the saved graph (another mdsl version, or custom op bindings "
             "registered differently); register the same bindings, or compile the graph again"
+        )
+    if build_record(source) not in library:
+        raise CompileError(
+            f"{where}: the saved library{_signature_text(symbols)} was not built from this "
+            "graph's source (its build record names another); refusing to load it"
         )
     path = _private_copy(library, next(iter(sources), "graph.c"))
     return CVariant(plan, sources, path, threads)

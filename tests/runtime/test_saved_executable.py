@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import importlib.util
 import json
 import shutil
@@ -17,7 +18,7 @@ import pytest
 import mdsl
 from mdsl.codegen import toolchain
 from mdsl.codegen.custom_c import HEADER_FILE, header_text
-from mdsl.runtime import c_backend, saved
+from mdsl.runtime import c_backend, saved, signing
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -34,6 +35,7 @@ def module_cache(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def private_cache(module_cache, monkeypatch):
     monkeypatch.setenv("MDSL_CACHE_DIR", str(module_cache))
+    monkeypatch.setenv("MDSL_CONFIG_DIR", str(module_cache / "config"))  # the signing key
 
 
 @contextlib.contextmanager
@@ -105,7 +107,8 @@ def test_manifest_lists_every_file_with_its_sha256(saved_mlp):
     assert source["sha256"] == sha256(folder / source["file"])
     assert variant["library"]["sha256"] == sha256(folder / variant["library"]["file"])
     digest = (folder / "manifest.sha256").read_text().split()
-    assert digest == ["sha256", sha256(folder / "manifest.json")]
+    mac = hmac.new(signing.user_key(), (folder / "manifest.json").read_bytes(), "sha256")
+    assert digest == ["hmac-sha256", mac.hexdigest()]
 
 
 @pytest.mark.parametrize("name", ["mlp.exe", "mlp.zip"])
@@ -244,7 +247,7 @@ def test_a_rewritten_manifest_and_digest_pass_without_a_key_but_not_with_one(tmp
     folder = tmp_path / "signed"
     exe.save(folder, key=b"secret")
     assert (folder / "manifest.sha256").read_text().startswith("hmac-sha256 ")
-    refused_load(monkeypatch, folder, "saved with a key")
+    refused_load(monkeypatch, folder, "signed with another key than this user's")
     refused_load(monkeypatch, folder, "signature does not match", key=b"guess")
     # someone swaps in their own library and rewrites every digest, but has no key
     library = _variant_file(folder, "library")
@@ -254,6 +257,48 @@ def test_a_rewritten_manifest_and_digest_pass_without_a_key_but_not_with_one(tmp
     (folder / "manifest.json").write_text(json.dumps(manifest))
     (folder / "manifest.sha256").write_text(f"sha256 {sha256(folder / 'manifest.json')}\n")
     refused_load(monkeypatch, folder, "not signed, but key= was given", key=b"secret")
+
+
+def _unsign(folder):
+    (folder / "manifest.sha256").write_text(f"sha256 {sha256(folder / 'manifest.json')}\n")
+
+
+def test_an_unsigned_executable_loads_only_when_trusted(saved_mlp, monkeypatch):
+    exe, folder = saved_mlp
+    _unsign(folder)
+    refused_load(monkeypatch, folder, "is not signed: refusing to trust it.*trust=True")
+    np.testing.assert_array_equal(mdsl.load_executable(folder, trust=True)(x=X)["y"], exe(x=X)["y"])
+
+
+def test_another_users_executable_is_refused_unless_trusted(saved_mlp, monkeypatch, tmp_path):
+    exe, folder = saved_mlp
+    monkeypatch.setenv("MDSL_CONFIG_DIR", str(tmp_path / "someone-else"))
+    refused_load(monkeypatch, folder, "signed with another key than this user's")
+    np.testing.assert_array_equal(mdsl.load_executable(folder, trust=True)(x=X)["y"], exe(x=X)["y"])
+
+
+def test_the_signing_key_is_private_and_made_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDSL_CONFIG_DIR", str(tmp_path / "cfg"))
+    key = signing.user_key()
+    assert signing.user_key() == key and len(key) == 32
+    assert signing.key_path().stat().st_mode & 0o777 == 0o600
+    signing.key_path().chmod(0o644)
+    with pytest.raises(mdsl.CompileError, match="others can read or write it"):
+        signing.user_key()
+
+
+def test_a_library_of_another_graph_is_refused_even_when_trusted(tmp_path, monkeypatch):
+    folders = {}
+    for batch in (3, 5):
+        folders[batch] = tmp_path / f"mlp{batch}"
+        mdsl.compile(mlp_graph(batch), backend="c").save(folders[batch])
+    victim, other = _variant_file(folders[3], "library"), _variant_file(folders[5], "library")
+    victim.write_bytes(other.read_bytes())
+    manifest = json.loads((folders[3] / "manifest.json").read_text())
+    manifest["variants"][0]["library"]["sha256"] = sha256(victim)
+    (folders[3] / "manifest.json").write_text(json.dumps(manifest))
+    _unsign(folders[3])
+    refused_load(monkeypatch, folders[3], "not built from this graph's source", trust=True)
 
 
 def test_loading_with_the_key_works(tmp_path):
@@ -267,7 +312,7 @@ def _rewrite_manifest(folder, edit):
     manifest = json.loads((folder / "manifest.json").read_text())
     edit(manifest)
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    (folder / "manifest.sha256").write_text(f"sha256 {sha256(folder / 'manifest.json')}\n")
+    (folder / "manifest.sha256").write_text(saved.signature_line(json.dumps(manifest).encode()))
 
 
 @pytest.mark.parametrize(
@@ -279,6 +324,8 @@ def _rewrite_manifest(folder, edit):
         (lambda m: m["graph"].update(file="../../etc/passwd"), "bad file"),
         (lambda m: m["variants"][0]["symbols"].update(N="2"), "symbols are not name -> int"),
         (lambda m: m.update(threads="4"), "threads is not an int"),
+        (lambda m: m.update(threads=100000), r"threads must be in \[1, 1024\]"),
+        (lambda m: m.update(backend="fortran"), "unknown backend 'fortran'"),
     ],
 )
 def test_malformed_manifests_get_clear_errors(saved_mlp, monkeypatch, edit, match):
@@ -335,7 +382,7 @@ def test_missing_and_foreign_paths(tmp_path, monkeypatch):
     (tmp_path / "text.zip").write_text("hello")
     refused_load(monkeypatch, tmp_path / "text.zip", "not a saved executable")
     (tmp_path / "empty").mkdir()
-    refused_load(monkeypatch, tmp_path / "empty", "cannot read manifest.json")
+    refused_load(monkeypatch, tmp_path / "empty", "cannot read .*manifest.sha256")
 
 
 def test_save_replaces_an_earlier_save_but_never_other_folders(tmp_path):

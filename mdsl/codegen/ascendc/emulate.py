@@ -37,7 +37,7 @@ import numpy as np
 from mdsl.codegen.ascendc.project import AscendcProject
 from mdsl.codegen.ascendc.render import tiling_fields, tiling_type
 from mdsl.codegen.templates import template_dir
-from mdsl.codegen.toolchain import Toolchain, build_library, cache_dir
+from mdsl.codegen.toolchain import Toolchain, build_library, trusted_cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.runtime.feeds import bind_feeds
 
@@ -97,7 +97,7 @@ def stage_sources(project: AscendcProject) -> Path:
     run time, so projects planned for different SoCs share one build)."""
     sources = {n: t for n, t in project.files.items() if n.endswith((".cpp", ".h"))}
     key = _digest(f"{name}\n{text}" for name, text in sources.items())
-    folder = cache_dir() / "ascendc-src" / key
+    folder = trusted_cache_dir() / "ascendc-src" / key
     if not (folder / ".complete").is_file():
         for name, text in sources.items():
             path = folder / name
@@ -195,7 +195,7 @@ def build_emulated(
 
 @contextlib.contextmanager
 def _build_lock(key: str):
-    folder = cache_dir() / "ascendc-locks"
+    folder = trusted_cache_dir() / "ascendc-locks"
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / key, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

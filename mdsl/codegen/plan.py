@@ -57,7 +57,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
-from mdsl.passes.fusion import fusion_groups, group_kind, node_role
+from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
     "Reshape",
@@ -315,7 +315,16 @@ def _check_static(g: Graph) -> None:
 
 
 def ordered_groups(g: Graph) -> list[_Group]:
-    """Fusion groups (singletons for ungrouped nodes) in a topological order."""
+    """Fusion groups (singletons for ungrouped nodes) in a topological order; the groups
+    recorded on `g` (perhaps by a file) are re-checked with the fusion pass's rules."""
+    problems = fusion_group_problems(g)
+    if problems:
+        raise CompileError(
+            f"graph {g.name!r}: the fusion groups recorded on its nodes cannot be compiled: "
+            f"{problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; clear node.fusion_group, or let mdsl.optimize regroup (opt_level=2)"
+        )
     uses = use_map(g)
     groups: list[_Group] = []
     grouped = {}

@@ -35,6 +35,7 @@ import numpy as np
 
 from mdsl.builder.apply import apply_op
 from mdsl.frontends import onnx_rules
+from mdsl.frontends.onnx_budget import ImportBudget
 from mdsl.frontends.onnx_ops import (
     ANY,
     MAPPINGS,
@@ -100,6 +101,8 @@ def read_model(model):
             raise GraphError(f"no ONNX file at {path!r}")
         try:
             return onnx.load(path), os.path.basename(path)
+        except onnx.checker.ValidationError as e:  # external data missing or outside
+            raise GraphError(f"{path}: its external data cannot be read ({e})") from None
         except (DecodeError, ValueError, RuntimeError, OSError) as e:
             raise GraphError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
     raise GraphError(
@@ -311,6 +314,7 @@ class _Importer:
     _imported: dict[int, OnnxNode] = field(default_factory=dict)  # holds them: ids stay unique
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
+    budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -385,6 +389,8 @@ class _Importer:
             args = [self.value(i) if i else None for i in node.inputs]
             if any(a is None for a, i in zip(args, node.inputs) if i):
                 results = None
+            elif not self.budget.allows(node.op_type, args):
+                results = None  # too much work now: the node runs at run time
             else:
                 results = evaluate_node(node, args)
         for i, out in enumerate(node.outputs):

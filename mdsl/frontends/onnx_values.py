@@ -26,6 +26,8 @@ def array_from_tensor_proto(proto) -> np.ndarray:
             f"tensor {proto.name or '(unnamed)'} has type {onnx_type_name(proto.data_type)}, "
             "which mdsl does not support"
         )
+    if any(d < 0 for d in proto.dims):
+        raise GraphError(f"tensor {proto.name or '(unnamed)'} has negative dims {list(proto.dims)}")
     if proto.data_location == 1 and not proto.raw_data:  # EXTERNAL, not loaded
         raise GraphError(
             f"tensor {proto.name!r} keeps its data in an external file that was not loaded; "

@@ -10,6 +10,8 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
 from mdsl.ir.format import Format, storage_shape
 
+MAX_TENSOR_BYTES = 1 << 62  # byte sizes and offsets must fit int64 in generated code
+
 
 @dataclass(frozen=True, slots=True, init=False)
 class TensorType:
@@ -40,8 +42,10 @@ class TensorType:
         fmt = Format.of(format)
         if fmt.rank is not None and len(dims) != fmt.rank:
             raise ShapeError(f"format {fmt} needs rank {fmt.rank}, got shape {_fmt_shape(dims)}")
+        dtype = DType.of(dtype)
+        _check_size(dims, dtype)
         object.__setattr__(self, "shape", dims)
-        object.__setattr__(self, "dtype", DType.of(dtype))
+        object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "format", fmt)
         object.__setattr__(
             self, "storage_format", None if storage_format is None else Format.of(storage_format)
@@ -112,3 +116,13 @@ class TensorType:
 def _fmt_shape(shape) -> str:
     inner = ", ".join(map(str, shape))
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def _check_size(dims: tuple, dtype: DType) -> None:
+    """ShapeError when the static dims alone make the tensor too large for int64."""
+    static = [d for d in dims if isinstance(d, int)]
+    if len(static) > 1 and math.prod(static) * dtype.itemsize > MAX_TENSOR_BYTES:
+        raise ShapeError(
+            f"shape {_fmt_shape(dims)} of {dtype} holds more than {MAX_TENSOR_BYTES} bytes "
+            "(its sizes would overflow int64)"
+        )

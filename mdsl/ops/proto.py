@@ -11,7 +11,7 @@ import inspect
 from mdsl.builder.apply import apply_op, prospective_name
 from mdsl.ir.errors import GraphError
 from mdsl.ir.source import user_source
-from mdsl.ops.registry import OpDef, get_op, make_slots, register
+from mdsl.ops.registry import Attr, OpDef, get_op, make_slots, register
 
 
 def op_proto(
@@ -42,6 +42,12 @@ def op_proto(
     """
     if not isinstance(op_type, str) or not op_type.isidentifier():
         raise GraphError(f"op type must be an identifier, got {op_type!r}")
+    for name, spec in (attrs or {}).items():
+        if not isinstance(spec, Attr):
+            raise GraphError(
+                f"op {op_type}: attr {name!r} must be declared as mdsl.Attr(kind, default=...), "
+                f"got {type(spec).__name__}"
+            )
 
     def decorate(infer):
         opdef = register(

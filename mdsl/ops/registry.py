@@ -97,7 +97,11 @@ class Attr:
         try:
             out = _COERCE[self.kind](value)
         except (TypeError, ValueError):
-            raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
+            raise GraphError(
+                f"attr {name!r} expects {self.kind}"
+                + (" (int64)" if "int" in self.kind else "")
+                + f", got {_shown(value)}"
+            ) from None
         except MdslError as e:  # e.g. an unknown dtype name: say which attr held it
             raise type(e)(f"attr {name!r}: {e.message}") from None
         if self.choices is not None and out not in self.choices:
@@ -115,6 +119,14 @@ def _attr_kind(t) -> str:
     raise GraphError(f"unsupported attr type {t!r}")
 
 
+def _shown(value) -> str:
+    """A short repr (repr of an int of over 4300 digits raises)."""
+    if isinstance(value, int) and abs(value) >= 1 << 64:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _is_intlike(v) -> bool:
     return isinstance(v, (int, np.integer, Dim)) and not isinstance(v, (bool, np.bool_))
 
@@ -122,13 +134,20 @@ def _is_intlike(v) -> bool:
 def _as_int(v):
     if not _is_intlike(v):
         raise TypeError
-    return v if isinstance(v, Dim) else int(v)
+    if isinstance(v, Dim):
+        return v
+    if not -(1 << 63) <= int(v) < 1 << 63:  # generated code holds int attrs as int64
+        raise ValueError
+    return int(v)
 
 
 def _as_float(v):
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         raise TypeError
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:  # an int beyond any double
+        raise ValueError from None
 
 
 def _as_bool(v):

@@ -5,7 +5,9 @@ same numpy code the interpreter runs) and replaced by a Const holding the result
 the same name. Shapes count as constants where they are static: `Shape` (and `Size`)
 of a tensor whose selected dims are known folds, and so does a `Gather` picking known
 dims out of a `Shape`. Results over `MAX_FOLDED_ELEMENTS` elements are left to run
-time (folding `Expand` of a scalar to a huge tensor would only bloat the graph), as are
+time (folding `Expand` of a scalar to a huge tensor would only bloat the graph), and
+so are nodes over `MAX_FOLDED_FLOPS` (`mdsl.passes.cost`: a chain of big constant
+MatMuls must not keep compilation busy for minutes), as are
 ops marked stateful/random in their OpDef (`extra["stateful"] = True`) and nodes whose
 binding raises (the interpreter will report it where it runs).
 
@@ -24,9 +26,11 @@ from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import all_graphs, mark_changed, use_map
 from mdsl.ops.bindings import get_binding
 from mdsl.ops.registry import get_op, has_op
+from mdsl.passes.cost import CostModel
 from mdsl.passes.manager import PassResult, register
 
 MAX_FOLDED_ELEMENTS = 1 << 20
+MAX_FOLDED_FLOPS = 1 << 26
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
 )
@@ -52,8 +56,9 @@ def _fold_graph(g: Graph) -> int:
     uses = use_map(g)
     order: list[Node] = []
     folded = 0
+    cost = CostModel(g)
     for node in g.nodes:
-        values = folded_values(node)
+        values = folded_values(node, cost)
         if values is None:
             order.append(node)
             continue
@@ -71,8 +76,9 @@ def _fold_graph(g: Graph) -> int:
     return folded
 
 
-def folded_values(node: Node) -> list[np.ndarray] | None:
-    """The values of `node`'s outputs if they can be computed now, else None."""
+def folded_values(node: Node, cost: CostModel | None = None) -> list[np.ndarray] | None:
+    """The values of `node`'s outputs if they can be computed now, else None (`cost`:
+    the cost model of its graph, when the caller has one)."""
     if node.op_type in (INPUT, OUTPUT, CONST) or node.subgraphs or not _small(node):
         return None
     if node.op_type in ("Shape", "Size", "Gather"):
@@ -84,6 +90,8 @@ def folded_values(node: Node) -> list[np.ndarray] | None:
     if node.op_type in RANDOM_OPS or not has_op(node.op_type):
         return None
     if get_op(node.op_type).extra.get("stateful"):
+        return None
+    if (cost or CostModel(node.graph)).node(node).flops > MAX_FOLDED_FLOPS:
         return None
     return _evaluate(node)
 

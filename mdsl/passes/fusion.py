@@ -405,7 +405,11 @@ def fusion_group_problems(g: Graph) -> list[str]:
     depend on each other in a cycle (they could not run as kernels in any order)."""
     uses = use_map(g)
     groups = fusion_groups(g)
-    problems = []
+    problems = [
+        f"{n.name} ({n.op_type}) is in group {n.fusion_group}; {n.op_type} nodes are never grouped"
+        for n in g
+        if n.op_type in STRUCTURAL and n.fusion_group is not None
+    ]
     for grp in groups:
         why = fusion_problem(list(grp.nodes), uses)
         if why:
@@ -417,13 +421,18 @@ def fusion_group_problems(g: Graph) -> list[str]:
 
 
 def _group_cycle(g: Graph, groups: list[FusionGroup]) -> list[str]:
-    """Ids of groups on (or behind) a cycle of the group graph; empty if it is acyclic."""
-    succ: dict[str, set[str]] = {grp.id: set() for grp in groups}
+    """Ids of groups on (or behind) a cycle of the group graph, where an ungrouped node is
+    a group of its own (a path out of a group and back through one makes a cycle too);
+    empty if it is acyclic."""
+
+    def group_of(node: Node) -> str:
+        return node.fusion_group if node.fusion_group is not None else f"\0{node.name}"
+
+    succ: dict[str, set[str]] = {group_of(n): set() for n in g}
     for node in g:
         for t in node.inputs:
-            src = None if t is None else t.producer.fusion_group
-            dst = node.fusion_group
-            if src in succ and dst in succ and src != dst:
+            src, dst = (None, None) if t is None else (group_of(t.producer), group_of(node))
+            if src in succ and src != dst:
                 succ[src].add(dst)
     indegree = dict.fromkeys(succ, 0)
     for targets in succ.values():
@@ -435,4 +444,4 @@ def _group_cycle(g: Graph, groups: list[FusionGroup]) -> list[str]:
             indegree[dst] -= 1
             if indegree[dst] == 0:
                 ready.append(dst)
-    return [gid for gid, d in indegree.items() if d > 0]
+    return [gid.lstrip("\0") for gid, d in indegree.items() if d > 0]

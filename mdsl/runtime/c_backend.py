@@ -18,7 +18,7 @@ from mdsl.codegen.custom_c import link_args
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
-from mdsl.ir.errors import ExecutionError, MdslError
+from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.runtime.executable import KernelInfo
@@ -51,7 +51,11 @@ def _load_library(path: Path):
     with _LIB_LOCK:
         lib = _LIBRARIES.get(str(path))
         if lib is None:
-            lib = _LIBRARIES[str(path)] = _FFI.dlopen(str(path))
+            try:
+                lib = _FFI.dlopen(str(path))
+            except OSError as e:
+                raise CompileError(f"cannot load the library {path}: {e}") from None
+            _LIBRARIES[str(path)] = lib
         return lib
 
 
@@ -267,6 +271,8 @@ class CVariant:
             )
             err.__cause__ = e
             self._local.error = err
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: re-raised once C returns
+            self._local.error = e
         return 1
 
 

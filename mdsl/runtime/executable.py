@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mdsl.ir.errors import CompileError
+from mdsl.ir.errors import CompileError, ExecutionError
 from mdsl.ir.graph import Graph
 from mdsl.runtime.feeds import bind_feeds
 
@@ -112,12 +112,17 @@ class Executable:
     ) -> dict[str, np.ndarray]:
         """Outputs by name; with `capture=True` (a `debug=True` build) every tensor by
         name, as `mdsl.interpret(g, feeds, capture=True)` returns them."""
-        if capture or self.debug_outputs:
-            return self._run_debug(feeds, capture)
-        if self._static_inputs is not None and _matches(self._static_inputs, feeds):
-            return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
-        env, symbols = bind_feeds(self.graph, feeds)
-        return self._variant(symbols).run(env)
+        try:
+            if capture or self.debug_outputs:
+                return self._run_debug(feeds, capture)
+            if self._static_inputs is not None and _matches(self._static_inputs, feeds):
+                return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
+            env, symbols = bind_feeds(self.graph, feeds)
+            return self._variant(symbols).run(env)
+        except MemoryError:
+            raise ExecutionError(
+                f"graph {self.graph.name!r}: out of memory for these feeds' shapes"
+            ) from None
 
     def _run_debug(self, feeds, capture: bool) -> dict[str, np.ndarray]:
         from mdsl.runtime.materialize import split_debug_outputs

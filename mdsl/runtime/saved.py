@@ -475,7 +475,7 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
 
 def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, where: str):
     from mdsl.codegen.c_target import render_c
-    from mdsl.codegen.toolchain import build_record
+    from mdsl.codegen.toolchain import build_record, elf_problem
     from mdsl.runtime.c_backend import CVariant, plan_variant
 
     plan = plan_variant(graph, symbols)
@@ -492,6 +492,9 @@ def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, whe
             "graph's source (its build record names another); refusing to load it"
         )
     path = _private_copy(library, next(iter(sources), "graph.c"))
+    problem = elf_problem(path)
+    if problem is not None:
+        raise CompileError(f"{where}: the saved library{_signature_text(symbols)} is {problem}")
     return CVariant(plan, sources, path, threads)
 
 

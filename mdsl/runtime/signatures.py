@@ -21,6 +21,7 @@ import numpy as np
 from mdsl.codegen.memory import MemoryPlan
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import ExecutionError
+from mdsl.ir.tensor_type import MAX_TENSOR_BYTES
 from mdsl.runtime.feeds import bind_feeds
 
 MAX_LAYOUTS = 64  # memory layouts kept per variant (each a few arrays: cheap)
@@ -93,6 +94,7 @@ class PlanShapes:
                 self.latest = found.memory
                 return found
         sizes = self.plan.sizes(values)
+        _check_sizes(self.plan, sizes, values)
         memory = self.plan.layout(values)
         arena = self.plan.arena_buffers
         offsets = np.array([memory.offsets.get(b, 0) for b in arena] or [0], np.int64)
@@ -146,6 +148,20 @@ class PlanShapes:
             op_type=node.op_type,
             source=node.source,
         )
+
+
+def _check_sizes(plan, sizes: Mapping[str, int], values: Mapping[str, int]) -> None:
+    """ExecutionError when the dims fed make a buffer too large for int64 sizes."""
+    total = 0
+    for name, count in sizes.items():
+        buffer = plan.buffers.get(name)
+        nbytes = count * (buffer.dtype.itemsize if buffer is not None else 8)
+        total += nbytes
+        if nbytes > MAX_TENSOR_BYTES or total > MAX_TENSOR_BYTES:
+            raise ExecutionError(
+                f"graph {plan.graph.name!r}: dims {dict(values)} make buffer {name} "
+                f"{nbytes} bytes (the buffers {total}); the limit is {MAX_TENSOR_BYTES}"
+            )
 
 
 def _bare_symbol_sources(plan) -> list[tuple[str, int, str]]:

@@ -152,12 +152,17 @@ def _with_build_record(source: str) -> str:
     )
 
 
+def cache_key(source: str, toolchain: Toolchain, file_name: str) -> str:
+    """The cache entry's folder name: anyone with the source and compiler can compute it,
+    which is why entries are trusted by owner, never by name or sidecar."""
+    key_text = "\0".join((toolchain.identity(), RECORD_VERSION, file_name, source))
+    return hashlib.sha256(key_text.encode()).hexdigest()[:32]
+
+
 def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
     """The path of a shared library built from `source` (from the cache when present)."""
     file_name = f"{file_stem(name)}.so"  # in the key: an entry holds exactly this file
-    key_text = "\0".join((toolchain.identity(), RECORD_VERSION, file_name, source))
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    entry = trusted_cache_dir() / key
+    entry = trusted_cache_dir() / cache_key(source, toolchain, file_name)
     library = entry / file_name
     if _entry_ok(entry, library):
         return library

@@ -564,8 +564,16 @@ def probe_npy_header_lies_about_its_size(folder: Path) -> None:
 
 
 # -- the child's side --------------------------------------------------------------------------
+def victim_compiles_tiny2(folder: Path) -> None:
+    """What a victim does in the second-user tests: compile and run `tiny_graph`, with
+    MDSL_PROBE_MARKER naming the file planted code would create."""
+    out = mdsl.compile(tiny_graph("tiny2"), backend="c")(x=X)["y"]
+    assert not Path(os.environ["MDSL_PROBE_MARKER"]).exists(), "the planted library ran"
+    np.testing.assert_allclose(out, tiny_expected())
+
+
 def main(name: str, folder: str) -> None:
-    probe = globals()[f"probe_{name}"]
+    probe = globals().get(f"probe_{name}") or globals()[name]
     os.chdir(folder)
     try:
         probe(Path(folder))

@@ -329,8 +329,8 @@ def compile_times(threads: list[int], build_dir: Path) -> dict:
 
     import mdsl
     from examples.bert import bert
-    from mdsl.targets.c.render import render_c
     from mdsl.codegen.plan import build_plan
+    from mdsl.targets.c.render import render_c
 
     start = time.perf_counter()
     g = bert(12, 768, 12, seq=128, batch=1)

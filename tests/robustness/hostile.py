@@ -87,8 +87,8 @@ def build_evil_library(folder: Path) -> Path:
 def _tiny_entry(name: str = "tiny2") -> tuple[Path, str]:
     """(the cache entry folder, the library file name) `tiny_graph` compiles to."""
     from mdsl.codegen import toolchain
-    from mdsl.codegen.c_target import render_c
-    from mdsl.runtime.c_backend import plan_variant
+    from mdsl.targets.c.backend import plan_variant
+    from mdsl.targets.c.render import render_c
 
     source = render_c(plan_variant(mdsl.optimize(tiny_graph(name)), {}))
     file_name = f"{name}.so"

@@ -194,6 +194,26 @@ def _log_sum_exp(prog: RowProgram, node: Node):
     return prog.let(m + E.log(s), dt)
 
 
+def _reciprocal(n):
+    """1 / the row count; inf for an empty row, so its mean is 0 * inf = NaN (ONNX)."""
+    if isinstance(n, float):
+        return 1.0 / n if n else float("inf")
+    return 1.0 / n
+
+
+def _l2_norm(prog: RowProgram, node: Node):
+    """sqrt(sum(x * x)) scaled by the largest |x| (BLAS nrm2's idea): it neither
+    overflows nor underflows where the norm itself is representable."""
+    x = prog.vector(node.inputs[0])
+    dt = node.outputs[0].dtype
+    inf = float("inf")
+    peak = prog.let(E.max(prog.reduce("max", E.abs(x), dt), 0.0), dt)  # 0 for an empty row
+    finite = E.logical_and(peak > 0.0, peak < inf)
+    inv = prog.let(E.select(finite, 1.0 / peak, 0.0), dt)
+    total = prog.reduce("sum", (x * inv) * (x * inv), dt)
+    return prog.let(E.select(peak < inf, peak * E.sqrt(total), peak), dt)  # inf, NaN: peak
+
+
 def _softmax(log: bool):
     def rule(prog: RowProgram, node: Node):
         x = prog.vector(node.inputs[0])
@@ -212,8 +232,8 @@ def _layer_norm(prog: RowProgram, node: Node):
     x = prog.vector(node.inputs[0])
     dt = node.outputs[0].dtype
     n = prog.row_count(dt)
-    mean = prog.let(prog.reduce("sum", x, dt) * (1.0 / n), dt)
-    var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * (1.0 / n), dt)
+    mean = prog.let(prog.reduce("sum", x, dt) * _reciprocal(n), dt)
+    var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * _reciprocal(n), dt)
     inv = prog.let(E.rsqrt(var + float(node.attrs["epsilon"])), dt)
     y = (x - mean) * inv * prog.vector(node.inputs[1])
     if len(node.inputs) > 2 and node.inputs[2] is not None:
@@ -223,15 +243,15 @@ def _layer_norm(prog: RowProgram, node: Node):
 
 ROW_RULES = {
     "ReduceSum": _reduce(("sum", None)),
-    "ReduceMean": _reduce(("sum", None), lambda r, n: r * (1.0 / n)),
+    "ReduceMean": _reduce(("sum", None), lambda r, n: r * _reciprocal(n)),
     "ReduceMax": _reduce(("max", None)),
     "ReduceMin": _reduce(("min", None)),
     "ReduceProd": _reduce(("prod", None)),
     "ReduceL1": _reduce(("sum", E.abs)),
-    "ReduceL2": _reduce(("sum", lambda x: x * x), lambda r, n: E.sqrt(r)),
+    "ReduceL2": _l2_norm,
     "ReduceSumSquare": _reduce(("sum", lambda x: x * x)),
     "ReduceLogSumExp": _log_sum_exp,
-    "GlobalAveragePool": _reduce(("sum", None), lambda r, n: r * (1.0 / n)),
+    "GlobalAveragePool": _reduce(("sum", None), lambda r, n: r * _reciprocal(n)),
     "GlobalMaxPool": _reduce(("max", None)),
     "Softmax": _softmax(log=False),
     "LogSoftmax": _softmax(log=True),

@@ -317,7 +317,7 @@ def _check_static(g: Graph) -> None:
 def ordered_groups(g: Graph) -> list[_Group]:
     """Fusion groups (singletons for ungrouped nodes) in a topological order; the groups
     recorded on `g` (perhaps by a file) are re-checked with the fusion pass's rules."""
-    problems = fusion_group_problems(g)
+    problems = fusion_group_problems(g, shared_prologues=True)
     if problems:
         raise CompileError(
             f"graph {g.name!r}: the fusion groups recorded on its nodes cannot be compiled: "

@@ -30,10 +30,33 @@ def _is_integer(x) -> bool:
 def _div(a, b):
     if not (_is_integer(a) and _is_integer(b)):
         return np.true_divide(a, b)
-    quotient = np.floor_divide(a, b)
-    inexact = np.remainder(a, b) != 0
+    return truncating_divide(a, b)
+
+
+def truncating_divide(a, b):
+    """Integer a / b truncated toward zero (ONNX Div, C `/`), exactly (no float
+    round trip), with numpy's results where C is undefined: x / 0 == 0 and
+    INT_MIN / -1 == INT_MIN (docs/generated-code-ub.md).
+
+    >>> truncating_divide(np.array([7, -7, 5, np.iinfo(np.int32).min], np.int32),
+    ...                   np.array([2, 2, 0, -1], np.int32)).tolist()
+    [3, -3, 0, -2147483648]
+    """
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        quotient = np.floor_divide(a, b)
+        inexact = np.remainder(a, b) != 0
     negative = np.less(a, 0) != np.less(b, 0)
     return np.where(inexact & negative, quotient + 1, quotient).astype(np.result_type(quotient))
+
+
+def _quiet(fn):
+    """`fn` without numpy's warnings for x % 0 (its integer result, 0, is the rule)."""
+
+    def quiet(a, b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(a, b)
+
+    return quiet
 
 
 def _sigmoid(x):
@@ -86,8 +109,8 @@ NUMPY_OPS = {
     "mul": np.multiply,
     "div": _div,
     "pow": np.power,
-    "mod": np.mod,
-    "fmod": np.fmod,
+    "mod": _quiet(np.mod),
+    "fmod": _quiet(np.fmod),
     "min": np.minimum,
     "max": np.maximum,
     "lt": np.less,

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from mdsl.expr.numpy_ops import truncating_divide
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
@@ -22,8 +23,7 @@ from mdsl.ops.shape_rules import broadcast_shapes
 
 def _div(a, b):
     if np.issubdtype(a.dtype, np.integer):
-        # ONNX integer Div truncates toward zero (C semantics), unlike numpy's floor
-        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
+        return truncating_divide(a, b)
     return np.true_divide(a, b)
 
 

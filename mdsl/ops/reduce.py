@@ -8,6 +8,8 @@ attribute so shape inference at build time sees them (None reduces over every ax
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mdsl.ir.tensor_type import TensorType
@@ -49,10 +51,44 @@ def _reduction(op_type: str, reference, doc: str, dtypes="numeric"):
     return builder
 
 
+def _extreme(fn, float_identity: float, int_limit: str):
+    """np.max / np.min with ONNX's result over an empty axis: the identity (-inf / inf,
+    or the integer type's limit), as every compiled target computes it."""
+
+    def reduce(x, axis, keepdims):
+        if x.dtype.kind in "iub":
+            identity = getattr(
+                np.iinfo(x.dtype) if x.dtype.kind != "b" else np.iinfo(np.uint8), int_limit
+            )
+        else:
+            identity = float_identity
+        return fn(x, axis=axis, keepdims=keepdims, initial=identity)
+
+    return reduce
+
+
+def _mean(x, axis, keepdims):
+    count = x.size if axis is None else math.prod(x.shape[a] for a in axis)
+    if count == 0:  # 0 / 0: NaN, which an integer result saturates to 0
+        shape = np.sum(x, axis=axis, keepdims=keepdims).shape
+        return np.full(shape, np.nan if x.dtype.kind == "f" else 0)
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
 reduce_sum = _reduction("ReduceSum", np.sum, "Sum over `axes` (all when None).")
-reduce_mean = _reduction("ReduceMean", np.mean, "Mean over `axes` (all when None).")
-reduce_max = _reduction("ReduceMax", np.max, "Maximum over `axes` (all when None).")
-reduce_min = _reduction("ReduceMin", np.min, "Minimum over `axes` (all when None).")
+reduce_mean = _reduction(
+    "ReduceMean", _mean, "Mean over `axes` (all when None); NaN over an empty axis."
+)
+reduce_max = _reduction(
+    "ReduceMax",
+    _extreme(np.max, -np.inf, "min"),
+    "Maximum over `axes` (all when None); -inf (an integer type's minimum) over an empty axis.",
+)
+reduce_min = _reduction(
+    "ReduceMin",
+    _extreme(np.min, np.inf, "max"),
+    "Minimum over `axes` (all when None); inf (an integer type's maximum) over an empty axis.",
+)
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -62,9 +98,10 @@ def _wide(x: np.ndarray) -> np.ndarray:
 
 def _log_sum_exp(x, axis, keepdims):
     x = _wide(x)
-    peak = np.max(x, axis=axis, keepdims=True)
+    peak = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # -inf over an empty axis
     peak = np.where(np.isfinite(peak), peak, 0.0)
-    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    with np.errstate(divide="ignore"):  # log(0) = -inf: ONNX's value for an empty axis
+        total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
     return total if keepdims else np.squeeze(total, axis=axis)
 
 

@@ -97,11 +97,7 @@ class Attr:
         try:
             out = _COERCE[self.kind](value)
         except (TypeError, ValueError):
-            raise GraphError(
-                f"attr {name!r} expects {self.kind}"
-                + (" (int64)" if "int" in self.kind else "")
-                + f", got {_shown(value)}"
-            ) from None
+            raise GraphError(f"attr {name!r} expects {self.kind}, got {_shown(value)}") from None
         except MdslError as e:  # e.g. an unknown dtype name: say which attr held it
             raise type(e)(f"attr {name!r}: {e.message}") from None
         if self.choices is not None and out not in self.choices:
@@ -121,8 +117,8 @@ def _attr_kind(t) -> str:
 
 def _shown(value) -> str:
     """A short repr (repr of an int of over 4300 digits raises)."""
-    if isinstance(value, int) and abs(value) >= 1 << 64:
-        return f"an int of {value.bit_length()} bits"
+    if isinstance(value, int) and abs(value) >= 1 << 63:
+        return f"an int of {value.bit_length()} bits (beyond int64)"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

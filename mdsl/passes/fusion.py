@@ -182,7 +182,7 @@ def group_kind(nodes: Iterable[Node]) -> str:
     return "opaque"
 
 
-def fusion_problem(nodes: list[Node], uses: dict) -> str | None:
+def fusion_problem(nodes: list[Node], uses: dict, *, shared_prologues: bool = False) -> str | None:
     """Why `nodes` (topologically ordered) cannot be one group, or None if they can.
 
     Checks the kind rules only (not size, not cycles through other groups). `uses` maps
@@ -196,7 +196,7 @@ def fusion_problem(nodes: list[Node], uses: dict) -> str | None:
     if "extern" in roles:
         return _extern_problem(nodes, roles)
     if "reduction" in roles:
-        return _reduction_problem(nodes, roles, uses)
+        return _reduction_problem(nodes, roles, None if shared_prologues else uses)
     shapes = {_out_shape(n) for n in nodes}
     return (
         None
@@ -226,7 +226,7 @@ def _extern_problem(nodes: list[Node], roles: list[str]) -> str | None:
     return None
 
 
-def _reduction_problem(nodes: list[Node], roles: list[str], uses: dict) -> str | None:
+def _reduction_problem(nodes: list[Node], roles: list[str], uses: dict | None) -> str | None:
     spaces = {reduction_space(n) for n, r in zip(nodes, roles) if r == "reduction"}
     if len(spaces) > 1:
         return "reductions over different shapes or axes"
@@ -244,7 +244,8 @@ def _reduction_problem(nodes: list[Node], roles: list[str], uses: dict) -> str |
             continue
         if _out_shape(node) not in allowed:
             return f"{node.name} has neither the reduction's full nor its reduced shape"
-        if node not in downstream_of_reduction and _read_outside(node, members, uses):
+        outside = uses is not None and _read_outside(node, members, uses)
+        if node not in downstream_of_reduction and outside:
             return f"prologue {node.name} is also read outside the group"
     return None
 
@@ -400,9 +401,11 @@ def _describe(gid: str, members: list[Node], uses: dict) -> FusionGroup:
     return FusionGroup(gid, group_kind(members), tuple(members), tuple(inputs), outputs)
 
 
-def fusion_group_problems(g: Graph) -> list[str]:
+def fusion_group_problems(g: Graph, *, shared_prologues: bool = False) -> list[str]:
     """What is wrong with the groups recorded on `g`: kind rules broken, or groups that
-    depend on each other in a cycle (they could not run as kernels in any order)."""
+    depend on each other in a cycle (they could not run as kernels in any order).
+    `shared_prologues=True` accepts a reduction's prologue read outside its group (the
+    code generator materializes it; the pass avoids it only to compute nothing twice)."""
     uses = use_map(g)
     groups = fusion_groups(g)
     problems = [
@@ -411,7 +414,7 @@ def fusion_group_problems(g: Graph) -> list[str]:
         if n.op_type in STRUCTURAL and n.fusion_group is not None
     ]
     for grp in groups:
-        why = fusion_problem(list(grp.nodes), uses)
+        why = fusion_problem(list(grp.nodes), uses, shared_prologues=shared_prologues)
         if why:
             problems.append(f"group {grp.id} ({grp.kind}): {why}")
     stuck = _group_cycle(g, groups)

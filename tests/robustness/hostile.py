@@ -563,6 +563,163 @@ def probe_npy_header_lies_about_its_size(folder: Path) -> None:
     mdsl.Graph.from_json(json.dumps(doc))
 
 
+# -- generated code: no undefined behaviour, one rule everywhere (docs/generated-code-ub.md) --
+BACKENDS = ("c", "numba", "python")
+I32 = np.iinfo(np.int32)
+
+
+def _agree(g: mdsl.Graph, feeds: dict, expected: dict) -> None:
+    """Every backend and the interpreter compute `expected` exactly (NaN equal to NaN)."""
+    runs = {"interpret": mdsl.interpret(g, feeds)}
+    runs.update((b, mdsl.compile(g, backend=b)(**feeds)) for b in BACKENDS)
+    for who, out in runs.items():
+        for name, want in expected.items():
+            got = out[name]
+            assert got.dtype == np.asarray(want).dtype, (who, name, got.dtype)
+            assert np.array_equal(got, want, equal_nan=got.dtype.kind == "f"), (
+                who,
+                name,
+                got,
+                want,
+            )
+
+
+def _int_graph(build, dtype="int32", size=6) -> mdsl.Graph:
+    with mdsl.Graph("ints") as g:
+        a = g.input("a", (size,), dtype=dtype)
+        b = g.input("b", (size,), dtype=dtype)
+        for name, t in build(a, b).items():
+            g.output(t, name)
+    return g
+
+
+def probe_integer_division_by_zero_and_int_min_by_minus_one(folder: Path) -> None:
+    for dtype in (np.int32, np.int64, np.int8):
+        lo = np.iinfo(dtype).min
+        a = np.array([7, -7, 5, lo, lo, -9], dtype)
+        b = np.array([2, 2, 0, -1, 0, 4], dtype)
+        g = _int_graph(lambda x, y: {"q": x / y}, np.dtype(dtype).name)
+        _agree(g, {"a": a, "b": b}, {"q": np.array([3, -3, 0, lo, 0, -2], dtype)})
+
+
+def probe_integer_remainder_by_zero_and_int_min_by_minus_one(folder: Path) -> None:
+    lo = I32.min
+    a = np.array([7, -7, 5, lo, lo, -9], np.int32)
+    b = np.array([2, 2, 0, -1, 0, 4], np.int32)
+    g = _int_graph(lambda x, y: {"mod": ops.mod(x, y), "fmod": ops.mod(x, y, fmod=True)})
+    _agree(
+        g,
+        {"a": a, "b": b},
+        {
+            "mod": np.array([1, 1, 0, 0, 0, 3], np.int32),
+            "fmod": np.array([1, -1, 0, 0, 0, -1], np.int32),
+        },
+    )
+
+
+def probe_signed_overflow_wraps(folder: Path) -> None:
+    a = np.array([I32.max, I32.min, I32.max, 3, I32.min, -5], np.int32)
+    b = np.array([1, 1, 2, 4, -1, 6], np.int32)
+    with np.errstate(over="ignore"):
+        expected = {
+            "add": a + b,
+            "sub": a - b,
+            "mul": a * b,
+            "neg": -a,
+            "abs": np.abs(a),
+            "pow": np.power(a, np.array([2, 2, 3, 3, 1, 2], np.int32)),
+        }
+    with mdsl.Graph("wrap") as g:
+        x, y = g.input("a", (6,), dtype="int32"), g.input("b", (6,), dtype="int32")
+        e = g.const("e", np.array([2, 2, 3, 3, 1, 2], np.int32))
+        for name, t in {
+            "add": x + y,
+            "sub": x - y,
+            "mul": x * y,
+            "neg": -x,
+            "abs": ops.abs(x),
+            "pow": x**e,
+        }.items():
+            g.output(t, name)
+    _agree(g, {"a": a, "b": b}, expected)
+
+
+def probe_integer_sums_wrap(folder: Path) -> None:
+    a = np.full((2, 4), I32.max, np.int32)
+    with mdsl.Graph("sum") as g:
+        g.output(ops.reduce_sum(g.input("a", (2, 4), dtype="int32"), axes=(1,)), "s")
+    _agree(g, {"a": a}, {"s": np.sum(a, axis=1, keepdims=True).astype(np.int32)})
+
+
+def probe_float_to_int_of_nan_and_out_of_range_saturates(folder: Path) -> None:
+    x = np.array([np.nan, 1e20, -1e20, 2.7, -2.7, np.inf], np.float32)
+    with mdsl.Graph("cast") as g:
+        g.output(ops.cast(g.input("x", (6,)), to="int32"), "i")
+    want = np.array([0, I32.max, I32.min, 2, -2, I32.max], np.int32)
+    _agree(g, {"x": x}, {"i": want})
+
+
+def probe_integer_mean_computes_its_fraction_in_float(folder: Path) -> None:
+    a = np.array([[-1, -2, -3, -4, -6], [1, 2, 3, 4, 1]], np.int32)
+    with mdsl.Graph("mean") as g:
+        g.output(ops.reduce_mean(g.input("a", (2, 5), dtype="int32"), axes=(1,)), "m")
+    _agree(g, {"a": a}, {"m": np.array([[-3], [2]], np.int32)})
+
+
+def probe_sign_of_nan_is_nan(folder: Path) -> None:
+    x = np.array([np.nan, 0.0, -2.5, 3.0], np.float32)
+    with mdsl.Graph("sign") as g:
+        g.output(ops.sign(g.input("x", (4,))), "s")
+    _agree(g, {"x": x}, {"s": np.array([np.nan, 0.0, -1.0, 1.0], np.float32)})
+
+
+def probe_reduce_l2_neither_overflows_nor_underflows(folder: Path) -> None:
+    for scale in (1e-30, 1e-20, 1.0, 1e20, 1e30):
+        x = (np.arange(8, dtype=np.float32).reshape(2, 4) + 1) * np.float32(scale)
+        want = np.sqrt(np.sum(np.square(x.astype(np.float64)), axis=1)).astype(np.float32)
+        with mdsl.Graph("l2") as g:
+            g.output(ops.reduce_l2(g.input("x", (2, 4)), axes=(1,), keepdims=False), "y")
+        for backend in BACKENDS:
+            got = mdsl.compile(g, backend=backend)(x=x)["y"]
+            np.testing.assert_allclose(got, want, rtol=2e-6, err_msg=f"{backend} at {scale}")
+    x = np.array([[np.inf, 1, 1, 1], [np.nan, 1, 1, 1]], np.float32)
+    _agree(g, {"x": x}, {"y": np.array([np.inf, np.nan], np.float32)})
+
+
+EMPTY_AXIS = {  # ONNX: a reduction over no elements gives its identity
+    "reduce_sum": 0.0,
+    "reduce_prod": 1.0,
+    "reduce_max": -np.inf,
+    "reduce_min": np.inf,
+    "reduce_l1": 0.0,
+    "reduce_l2": 0.0,
+    "reduce_sum_square": 0.0,
+    "reduce_log_sum_exp": -np.inf,
+    "reduce_mean": np.nan,
+}
+
+
+def probe_empty_axis_reductions_give_the_identity(folder: Path) -> None:
+    with mdsl.Graph("empty") as g:
+        x = g.input("x", (3, 0))
+        for name in EMPTY_AXIS:
+            g.output(getattr(ops, name)(x, axes=(1,), keepdims=False), name)
+    expected = {n: np.full(3, v, np.float32) for n, v in EMPTY_AXIS.items()}
+    _agree(g, {"x": np.zeros((3, 0), np.float32)}, expected)
+
+
+def probe_python_backend_returns_fresh_arrays(folder: Path) -> None:
+    with mdsl.Graph("same") as g:
+        x = g.input("x", (3,))
+        g.output(x, "a")
+        g.output(x, "b")
+    x = np.ones(3, np.float32)
+    for backend in BACKENDS:
+        out = mdsl.compile(g, backend=backend)(x=x)
+        assert not np.shares_memory(out["a"], x), f"{backend} returned the input"
+        assert not np.shares_memory(out["a"], out["b"]), f"{backend} returned one array twice"
+
+
 # -- the child's side --------------------------------------------------------------------------
 def victim_compiles_tiny2(folder: Path) -> None:
     """What a victim does in the second-user tests: compile and run `tiny_graph`, with

@@ -59,6 +59,18 @@ _INFIX = {
     "ne": "!=",
 }
 _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
+# int and wider: arithmetic in the unsigned type wraps where signed overflow is undefined
+# (narrower types are promoted to int by C, which cannot overflow for them)
+WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t"}
+
+
+def _fraction(e: Expr) -> bool:
+    """A constant that stays a float literal in integer arithmetic (a mean's 1/n)."""
+    return e.op == "const" and isinstance(e.value, float) and not e.value.is_integer()
+
+
+def _wrapped(t: DType, unsigned_expr: str) -> str:
+    return f"(({C_TYPES[t]})({unsigned_expr}))"
 
 
 def compute_type(dtype: DType) -> DType:
@@ -121,6 +133,8 @@ class CExprRenderer:
             return f"(!({self._render(e.args[0], DType.bool_)[0]}))", DType.bool_
         if op == "neg":
             text, t = self._render(e.args[0], want)
+            if t in WRAPPING:
+                return _wrapped(t, f"({WRAPPING[t]})0 - ({WRAPPING[t]})({text})"), t
             return f"(-{text})", t
         if op == "select":
             cond, _ = self._render(e.args[0], DType.bool_)
@@ -160,6 +174,12 @@ class CExprRenderer:
         a, _ = self._render(args[0], t)
         b, _ = self._render(args[1], t)
         result = DType.bool_ if op in ("lt", "le", "gt", "ge", "eq", "ne") else t
+        if op == "div" and not t.is_float and t != DType.bool_:
+            return f"mdsl_div_{C_TYPES[t]}({a}, {b})", t  # no trap on / 0 or INT_MIN / -1
+        if not t.is_float and result != DType.bool_ and any(map(_fraction, args)):
+            return f"({a} {_INFIX[op]} {b})", DType.float32  # C computes it in float
+        if op in ("add", "sub", "mul") and t in WRAPPING:
+            return _wrapped(t, f"({WRAPPING[t]})({a}) {_INFIX[op]} ({WRAPPING[t]})({b})"), t
         return f"({a} {_INFIX[op]} {b})", result
 
     def _call(self, op, args, want):
@@ -179,6 +199,8 @@ class CExprRenderer:
         if op == "rsqrt":
             one = "1.0f" if t == DType.float32 else "1.0"
             return f"({one} / sqrt{suffix}({texts[0]}))", t
+        if op == "sign" and t.is_float:
+            return f"mdsl_sign{suffix}({texts[0]})", t  # NaN stays NaN
         if op == "sign":
             return f"(({texts[0]} > 0) - ({texts[0]} < 0))", t
         if op in ("min", "max"):
@@ -193,7 +215,7 @@ class CExprRenderer:
             return (
                 (f"fmod{suffix}({texts[0]}, {texts[1]})", t)
                 if t.is_float
-                else (f"({texts[0]} % {texts[1]})", t)
+                else (f"mdsl_rem_{C_TYPES[t]}({texts[0]}, {texts[1]})", t)
             )
         if op == "mod":
             kind = "f" if t.is_float else "i"

@@ -23,7 +23,7 @@ from mdsl.codegen.templates import template_dir
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.targets.c.custom import render_call_body, render_preamble
-from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
+from mdsl.targets.c.expr import C_TYPES, WRAPPING, CExprRenderer, compute_type
 
 INDENT = "    "
 
@@ -410,6 +410,12 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         if phase.op in ("max", "min"):
             update = f"{phase.var} = mdsl_{phase.op}_{C_TYPES[t]}({phase.var}, {value});"
             pragma = ""  # NaN-propagating max is not an OpenMP reduction
+        elif (
+            phase.op == "sum" and t in WRAPPING
+        ):  # int32/int64 sums wrap (as numpy's) instead of overflowing
+            u = WRAPPING[t]
+            update = f"{phase.var} = ({C_TYPES[t]})(({u}){phase.var} + ({u})({value}));"
+            pragma = ""
         else:
             update = f"{phase.var} {_OMP_OP[phase.op]}= {value};"
             pragma = f"#pragma omp simd reduction({_OMP_OP[phase.op]}:{phase.var})"

@@ -29,9 +29,12 @@ HALF_DTYPES = (BFLOAT16, FLOAT16)
 # -- scalar helpers (integer arithmetic with C / numpy meaning) -----------------------------------
 @njit(cache=True, inline="always", error_model="numpy")
 def idiv(a, b):
-    """a / b truncated toward zero; 0 when b is 0 (numpy's integer result)."""
+    """a / b truncated toward zero; 0 when b is 0 and INT_MIN when a is INT_MIN and b is
+    -1 (numpy's integer results; the machine division would trap)."""
     if b == 0:
         return a - a
+    if b == -1:
+        return -a  # wraps for INT_MIN
     q = a // b
     if q * b != a and ((a < 0) != (b < 0)):
         q += 1
@@ -41,7 +44,7 @@ def idiv(a, b):
 @njit(cache=True, inline="always", error_model="numpy")
 def ifmod(a, b):
     """Remainder with the dividend's sign (C `%`, numpy `fmod`); 0 when b is 0."""
-    if b == 0:
+    if b == 0 or b == -1:
         return a - a
     return a - idiv(a, b) * b
 
@@ -49,7 +52,7 @@ def ifmod(a, b):
 @njit(cache=True, inline="always", error_model="numpy")
 def imod(a, b):
     """Remainder with the divisor's sign (Python `%`, numpy `mod`); 0 when b is 0."""
-    if b == 0:
+    if b == 0 or b == -1:
         return a - a
     return a % b
 

@@ -26,7 +26,19 @@ class PythonVariant:
     plan: Plan | None = None
 
     def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return interpret(self.graph, env)
+        """Outputs as fresh arrays, as every compiled backend returns them: never the
+        caller's input (an output that is an input), never one array for two outputs."""
+        outputs = interpret(self.graph, env)
+        fresh: dict[str, np.ndarray] = {}
+        inputs = {id(a) for a in env.values()}
+        seen: set[int] = set()
+        for name, value in outputs.items():
+            array = np.asarray(value)
+            if id(value) in inputs or id(value) in seen or not array.flags.owndata:
+                array = array.copy()
+            seen.add(id(value))
+            fresh[name] = array
+        return fresh
 
     def kernel_infos(self):
         return []

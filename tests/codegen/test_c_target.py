@@ -50,7 +50,8 @@ def test_render_as_saturates_float_values_into_integer_slots():
     assert r.render_as(E.var("x") * 2.0, DType.int8) == "mdsl_sat_int8_t((x * 2.0f))"
     assert r.render_as(E.var("x"), DType.uint8) == "mdsl_sat_uint8_t(x)"
     assert r.render_as(E.var("x"), DType.bool_) == "((uint8_t)((x) != 0))"
-    assert r.render_as(E.var("i") + 1, DType.int32) == "(i + 1)"  # int to int: as is
+    # int to int: not saturated; int32 arithmetic wraps (in uint32_t: no signed overflow)
+    assert r.render_as(E.var("i") + 1, DType.int32) == "((int32_t)((uint32_t)(i) + (uint32_t)(1)))"
     assert r.render_as(E.var("x"), DType.float16) == "x"  # stored through (_Float16)
 
 

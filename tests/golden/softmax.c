@@ -54,12 +54,26 @@ static inline uint16_t mdsl_bf16_store(float f) {  /* round to nearest even, kee
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
+static inline float mdsl_signf(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x; }
+static inline double mdsl_sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == 0.0 ? 0.0 : x; }
 static inline float mdsl_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double mdsl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline float mdsl_pymod_ff(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
 static inline double mdsl_pymod_f(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
-static inline int64_t mdsl_pymod_i(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-static inline int64_t mdsl_ipow(int64_t base, int64_t e) { int64_t r = 1; if (e < 0) return 0; while (e) { if (e & 1) r *= base; base *= base; e >>= 1; } return r; }
+/* Integer arithmetic with no undefined behaviour, as numpy computes it (docs/generated-code-ub.md):
+   x / 0 == 0, x % 0 == 0, INT_MIN / -1 == INT_MIN, INT_MIN % -1 == 0; + - * wrap. */
+static inline int64_t mdsl_pymod_i(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t mdsl_ipow(int64_t base, int64_t e) { uint64_t r = 1, b = (uint64_t)base; if (e < 0) return 0; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (int64_t)r; }
+static inline int8_t mdsl_div_int8_t(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); return a / b; }
+static inline int8_t mdsl_rem_int8_t(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; return a % b; }
+static inline int16_t mdsl_div_int16_t(int16_t a, int16_t b) { if (b == 0) return 0; if (b == -1) return (int16_t)((uint16_t)0 - (uint16_t)a); return a / b; }
+static inline int16_t mdsl_rem_int16_t(int16_t a, int16_t b) { if (b == 0 || b == -1) return 0; return a % b; }
+static inline int32_t mdsl_div_int32_t(int32_t a, int32_t b) { if (b == 0) return 0; if (b == -1) return (int32_t)((uint32_t)0 - (uint32_t)a); return a / b; }
+static inline int32_t mdsl_rem_int32_t(int32_t a, int32_t b) { if (b == 0 || b == -1) return 0; return a % b; }
+static inline int64_t mdsl_div_int64_t(int64_t a, int64_t b) { if (b == 0) return 0; if (b == -1) return (int64_t)((uint64_t)0 - (uint64_t)a); return a / b; }
+static inline int64_t mdsl_rem_int64_t(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; return a % b; }
+static inline uint8_t mdsl_div_uint8_t(uint8_t a, uint8_t b) { return b == 0 ? 0 : a / b; }
+static inline uint8_t mdsl_rem_uint8_t(uint8_t a, uint8_t b) { return b == 0 ? 0 : a % b; }
 static inline float mdsl_min_float(float a, float b) { return (a < b || a != a) ? a : b; }
 static inline float mdsl_max_float(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline double mdsl_min_double(double a, double b) { return (a < b || a != a) ? a : b; }
@@ -76,10 +90,10 @@ static inline int64_t mdsl_min_int64_t(int64_t a, int64_t b) { return (a < b || 
 static inline int64_t mdsl_max_int64_t(int64_t a, int64_t b) { return (a > b || a != a) ? a : b; }
 static inline float mdsl_abs_float(float a) { return fabsf(a); }
 static inline double mdsl_abs_double(double a) { return fabs(a); }
-static inline int8_t mdsl_abs_int8_t(int8_t a) { return a < 0 ? (int8_t)-a : a; }
-static inline int16_t mdsl_abs_int16_t(int16_t a) { return a < 0 ? (int16_t)-a : a; }
-static inline int32_t mdsl_abs_int32_t(int32_t a) { return a < 0 ? (int32_t)-a : a; }
-static inline int64_t mdsl_abs_int64_t(int64_t a) { return a < 0 ? (int64_t)-a : a; }
+static inline int8_t mdsl_abs_int8_t(int8_t a) { return a < 0 ? (int8_t)((uint8_t)0 - (uint8_t)a) : a; }
+static inline int16_t mdsl_abs_int16_t(int16_t a) { return a < 0 ? (int16_t)((uint16_t)0 - (uint16_t)a) : a; }
+static inline int32_t mdsl_abs_int32_t(int32_t a) { return a < 0 ? (int32_t)((uint32_t)0 - (uint32_t)a) : a; }
+static inline int64_t mdsl_abs_int64_t(int64_t a) { return a < 0 ? (int64_t)((uint64_t)0 - (uint64_t)a) : a; }
 static inline uint8_t mdsl_abs_uint8_t(uint8_t a) { return a; }
 /* Kernel taps i in [lo, hi) of an output position o whose input index o*s - p + i*d
    falls inside [0, n): sliding windows loop over these, with no test per element. */

@@ -617,6 +617,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
 
 
 def _conv_body(plan: Plan, k: kir.Conv) -> str:
+    if k.group == k.c == k.cout and k.group > 1:
+        return _depthwise_padded_body(k) if _padded_plane_fits(k) else _depthwise_body(k)
     cg, coutg = k.c // k.group, k.cout // k.group
     ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
     sh, sw = k.stride
@@ -684,6 +686,119 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
             f"{INDENT * 4}}}",
             f"{INDENT * 3}}}",
         ]
+    lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _depthwise_body(k: kir.Conv) -> str:
+    """Depthwise convolution, direct: one channel plane per task, each output row summed
+    tap by tap into a row buffer (a vector loop over the row's valid span per tap), its
+    epilogue applied before the row is stored. im2col + GEMM would multiply a 1-row
+    matrix per channel."""
+    sh, sw = k.stride
+    ph, pw = k.pad
+    dh, dw = k.dilation
+    taps = k.kh * k.kw
+    planes = k.n * k.c
+    lines = [
+        _parallel(planes * k.oh * k.ow * taps, "parallel for schedule(static)")
+        or "/* small: one thread */",
+        f"for (int64_t plane = 0; plane < {render_dim(planes)}; plane++) {{",
+        f"{INDENT}const int64_t n = plane / {k.c}, co = plane % {k.c};",
+        f"{INDENT}const float *xc = {k.x} + plane * {k.h * k.w_in};",
+        f"{INDENT}const float *wc = {k.w} + co * {taps};",
+        f"{INDENT}float row[{k.ow}];",
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) row[ox] = 0.0f;",
+        f"{INDENT * 2}int64_t y0, y1;",
+        f"{INDENT * 2}mdsl_window(oy, {sh}, {ph}, {dh}, {k.kh}, {k.h}, &y0, &y1);",
+        f"{INDENT * 2}for (int64_t ki = y0; ki < y1; ki++) {{",
+        f"{INDENT * 3}const float *xr = xc + (oy * {sh} - {ph} + ki * {dh}) * {k.w_in};",
+        f"{INDENT * 3}for (int64_t kj = 0; kj < {k.kw}; kj++) {{",
+        f"{INDENT * 4}const float wv = wc[ki * {k.kw} + kj];",
+        # ix = ox * sw + off lies in [0, w) for ox in [lo, hi): computed, not tested
+        # per element (see the im2col loop of _conv_body)
+        f"{INDENT * 4}const int64_t off = kj * {dw} - {pw};",
+        f"{INDENT * 4}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
+        f"{INDENT * 4}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
+        f"{INDENT * 4}if (hi > {k.ow}) hi = {k.ow};",
+        f"{INDENT * 4}#pragma omp simd",
+        f"{INDENT * 4}for (int64_t ox = lo; ox < hi; ox++) row[ox] += wv * xr[ox * {sw} + off];",
+        f"{INDENT * 3}}}",
+        f"{INDENT * 2}}}",
+    ]
+    out_row = f"{k.out} + (plane * {k.oh} + oy) * {k.ow}"
+    if k.epilogue is None:
+        lines.append(f"{INDENT * 2}memcpy({out_row}, row, sizeof(float) * {k.ow});")
+    else:
+        inner = _epilogue_lines(
+            k.epilogue, k.out_shape, ["n", "co", "oy", "ox"], "row[ox]", DType.float32
+        )
+        lines += [
+            f"{INDENT * 2}#pragma omp simd",
+            f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            *(INDENT * 3 + x for x in inner),
+            f"{INDENT * 2}}}",
+        ]
+    lines += [f"{INDENT}}}", "}"]
+    return "\n".join(INDENT + x for x in lines)
+
+
+DEPTHWISE_PLANE_MAX = 1 << 16  # floats of a padded plane kept on a thread's stack
+DEPTHWISE_TAPS_MAX = 49  # taps written out in the inner loop
+
+
+def _padded_extent(k: kir.Conv) -> tuple[int, int]:
+    """(rows, columns) of the zero-padded input plane the outputs read."""
+    (sh, sw), (dh, dw) = k.stride, k.dilation
+    return (k.oh - 1) * sh + (k.kh - 1) * dh + 1, (k.ow - 1) * sw + (k.kw - 1) * dw + 1
+
+
+def _padded_plane_fits(k: kir.Conv) -> bool:
+    hp, wp = _padded_extent(k)
+    return hp * wp <= DEPTHWISE_PLANE_MAX and k.kh * k.kw <= DEPTHWISE_TAPS_MAX
+
+
+def _depthwise_padded_body(k: kir.Conv) -> str:
+    """Depthwise convolution, direct: each channel plane is copied into a zero-padded
+    plane on the stack, then every output is one sum of the kernel's taps (written out,
+    weights in registers) with its epilogue, in a vector loop over the output row."""
+    (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
+    hp, wp = _padded_extent(k)
+    taps = [(i, j) for i in range(k.kh) for j in range(k.kw)]
+    planes = k.n * k.c
+    rows = min(k.h, hp - ph)
+    cols = min(k.w_in, wp - pw)
+    terms = " + ".join(f"w{i}_{j} * r{i}[ox * {sw} + {j * dw}]" for i, j in taps)
+    lines = [
+        _parallel(planes * k.oh * k.ow * len(taps), "parallel for schedule(static)")
+        or "/* small: one thread */",
+        f"for (int64_t plane = 0; plane < {render_dim(planes)}; plane++) {{",
+        f"{INDENT}const int64_t n = plane / {k.c}, co = plane % {k.c};",
+        f"{INDENT}const float *xc = {k.x} + plane * {k.h * k.w_in};",
+        f"{INDENT}const float *wc = {k.w} + co * {len(taps)};",
+        f"{INDENT}float xp[{hp * wp}];  /* the plane, zero-padded: {hp} x {wp} */",
+        f"{INDENT}memset(xp, 0, sizeof(xp));",
+        f"{INDENT}for (int64_t iy = 0; iy < {rows}; iy++)",
+        f"{INDENT * 2}memcpy(xp + (iy + {ph}) * {wp} + {pw}, xc + iy * {k.w_in}, sizeof(float) * {cols});",
+        *(f"{INDENT}const float w{i}_{j} = wc[{i * k.kw + j}];" for i, j in taps),
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        *(
+            f"{INDENT * 2}const float *r{i} = xp + (oy * {sh} + {i * dh}) * {wp};"
+            for i in range(k.kh)
+        ),
+        f"{INDENT * 2}float *dst = {k.out} + (plane * {k.oh} + oy) * {k.ow};",
+        f"{INDENT * 2}#pragma omp simd",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+    ]
+    if k.epilogue is None:
+        lines.append(f"{INDENT * 3}dst[ox] = {terms};")
+    else:
+        lines.append(f"{INDENT * 3}const float sum = {terms};")
+        inner = _epilogue_lines(
+            k.epilogue, k.out_shape, ["n", "co", "oy", "ox"], "sum", DType.float32
+        )
+        lines += [INDENT * 3 + x for x in inner]
     lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
     return "\n".join(INDENT + x for x in lines)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast_strides, contiguous_strides
+from mdsl.codegen.gemm_fold import fold_batch_into_rows
 from mdsl.codegen.lower import (
     Context,
     Unsupported,
@@ -104,7 +105,7 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
     target = _result_buffer(ctx, anchor, outputs)
     out_strides = tuple(s * m * n for s in contiguous_strides(batch))
-    return kir.Gemm(
+    gemm = kir.Gemm(
         kernel_name(ctx, nodes),
         [node_ref(x) for x in nodes],
         dtype,
@@ -123,6 +124,7 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
         _unless_trivial(epilogue, target),
         space,
     )
+    return fold_batch_into_rows(gemm)
 
 
 def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:

@@ -1,0 +1,147 @@
+"""The C backend's convolution and GEMM kernels against PyTorch and the interpreter:
+the direct depthwise kernel, batched GEMMs folded into one, and the per-call team size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mdsl
+from mdsl import ops
+
+RNG = np.random.default_rng(1616)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _compile(g, **kw):
+    return mdsl.compile(g, "c", **kw)
+
+
+def _kernel_source(exe) -> str:
+    return "\n".join(exe.sources.values())
+
+
+# -- depthwise convolution --------------------------------------------------------------------------
+DEPTHWISE = [
+    # (channels, size, kernel, stride, pad, dilation)
+    (8, 9, 3, 1, 1, 1),
+    (6, 10, 3, 2, 1, 1),
+    (5, 11, 5, 1, 2, 1),
+    (4, 12, 3, 2, 0, 1),
+    (3, 13, 3, 1, 2, 2),
+    (7, 7, 7, 3, 3, 1),
+    (2, 260, 3, 1, 1, 1),  # a plane too large for the stack: the row-buffer kernel
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: "c{}-s{}-k{}-st{}-p{}-d{}".format(*c))
+def test_depthwise_conv_with_bias_and_relu6_equals_torch(case):
+    c, size, k, stride, pad, dil = case
+    x, w, b = _rand(2, c, size, size), _rand(c, 1, k, k), _rand(c)
+    with mdsl.Graph("dw") as g:
+        xi = g.input("x", x.shape)
+        y = ops.conv2d(
+            xi,
+            g.const("w", w),
+            g.const("b", b),
+            strides=(stride, stride),
+            pads=(pad,) * 4,
+            dilations=(dil, dil),
+            group=c,
+        )
+        g.output(ops.clip(y, 0.0, 6.0), "y")
+    exe = _compile(g)
+    assert "Depthwise convolution, direct" not in _kernel_source(exe)  # docstring, not C
+    direct = "zero-padded:" if size < 256 else "float row["
+    assert direct in _kernel_source(exe)  # a direct kernel ran, not im2col
+    expect = F.conv2d(
+        torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride, pad, dil, c
+    ).clamp(0, 6)
+    np.testing.assert_allclose(exe(x=x)["y"], expect.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_conv_with_a_residual_and_a_symbolic_batch_equals_the_interpreter():
+    c = 6
+    w = _rand(c, 1, 3, 3)
+    with mdsl.Graph("dw_residual") as g:
+        xi = g.input("x", ("N", c, 8, 8))
+        y = ops.conv2d(xi, g.const("w", w), pads=(1, 1, 1, 1), group=c)
+        g.output(ops.relu(y + xi), "y")
+    exe = _compile(g)
+    for batch in (1, 3):
+        x = _rand(batch, c, 8, 8)
+        np.testing.assert_allclose(
+            exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-5, atol=1e-5
+        )
+
+
+# -- batched GEMM folded into one GEMM --------------------------------------------------------------
+def _matmul_graph(a_shape, b_shape, epilogue=None, name="bmm"):
+    b = _rand(*b_shape)
+    with mdsl.Graph(name) as g:
+        a = g.input("a", a_shape)
+        y = ops.matmul(a, g.const("b", b))
+        if epilogue is not None:
+            y = epilogue(g, y)
+        g.output(y, "y")
+    return g
+
+
+FOLDS = {
+    # id: (a shape, b shape, epilogue, folds into one GEMM)
+    "m1-bias": ((17, 1, 48), (48, 40), lambda g, y: y + g.const("e", _rand(40)), True),
+    "m3-2batch-dims": ((2, 3, 4, 16), (16, 24), None, True),
+    "residual-per-batch": (
+        (5, 2, 16),
+        (16, 8),
+        lambda g, y: y * g.const("e", _rand(5, 1, 8)),
+        False,
+    ),
+    "residual-full": ((5, 2, 16), (16, 8), lambda g, y: y + g.const("e", _rand(5, 2, 8)), True),
+    "batched-b": ((4, 3, 16), (4, 16, 8), None, False),
+}
+
+
+@pytest.mark.parametrize("key", list(FOLDS))
+def test_batched_matmul_with_a_shared_weight_equals_the_interpreter(key):
+    a_shape, b_shape, epilogue, folds = FOLDS[key]
+    g = _matmul_graph(a_shape, b_shape, epilogue, name=f"bmm_{key.replace('-', '_')}")
+    exe = _compile(g)
+    a = _rand(*a_shape)
+    np.testing.assert_allclose(
+        exe(a=a)["y"], mdsl.interpret(g, {"a": a})["y"], rtol=1e-5, atol=1e-5
+    )
+    m = int(np.prod(a_shape[:-1]))
+    one_gemm = "MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, mlen, nlen" in (
+        _kernel_source(exe)
+    ) and f"mt * {m}" in _kernel_source(exe)
+    assert one_gemm == folds
+
+
+def test_a_symbolic_batch_of_rows_folds_and_runs_at_two_sizes():
+    g = _matmul_graph(("N", 1, 32), (32, 24), lambda g, y: y + g.const("e", _rand(24)), "bmm_sym")
+    exe = _compile(g)
+    for n in (1, 7):
+        a = _rand(n, 1, 32)
+        np.testing.assert_allclose(
+            exe(a=a)["y"], mdsl.interpret(g, {"a": a})["y"], rtol=1e-5, atol=1e-5
+        )
+    assert "bi0" not in _kernel_source(exe)  # no batch loop left
+
+
+# -- team size per call -----------------------------------------------------------------------------
+def test_calls_on_two_threads_choose_a_team_and_stay_exact():
+    """Whatever team each call picks (its first calls try both), results are the same."""
+    g = _matmul_graph((64, 128), (128, 256), lambda g, y: ops.relu(y), "team_exact")
+    a = _rand(64, 128)
+    expect = mdsl.interpret(g, {"a": a})["y"]
+    exe = _compile(g, threads=2)
+    for _ in range(40):
+        np.testing.assert_allclose(exe(a=a)["y"], expect, rtol=1e-5, atol=1e-5)
+    assert "mdsl_team_begin" in _kernel_source(exe)

@@ -20,6 +20,7 @@ from mdsl.codegen import kir
 from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
 from mdsl.codegen.custom_c import render_call_body, render_preamble
 from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.packing import PANEL
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_dir
 from mdsl.ir.dim import Dim
@@ -80,6 +81,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         naive_bytes=memory and memory.naive_bytes,
         lower_bound_bytes=memory and memory.lower_bound_bytes,
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
+        uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -497,7 +499,7 @@ GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
-def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
+def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[int, int]:
     """(rows, columns) of one tile. BLAS runs single-threaded inside OpenMP tiles: one
     thread pool for the whole graph (two pools on the same cores fight for them).
     Columns are split first (each tile then packs only its slice of B); symbolic sizes
@@ -510,7 +512,7 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
     if per_batch <= 1:
         return m, n
     if n >= 64 * per_batch:
-        return m, (-(-n // per_batch) + 15) // 16 * 16
+        return m, (-(-n // per_batch) + align - 1) // align * align
     if m >= 16 * per_batch:
         return (-(-m // per_batch) + 7) // 8 * 8, n
     return m, n
@@ -522,14 +524,12 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     real = C_TYPES[k.dtype]
     gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
     batch = math.prod(k.batch_shape)
-    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k)
+    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k, PANEL if k.packed_b else 16)
     n_mt, n_nt = (1, 1) if (mb, nb) == (k.m, k.n) else (-(-k.m // mb), -(-k.n // nb))
     tiles = batch * n_mt * n_nt
     m, n, kk, mb, nb = (render_dim(v) for v in (k.m, k.n, k.k, mb, nb))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
-    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
-    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * ({render_dim(k.lda)})")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * ({render_dim(k.ldb)})" if k.trans_b else "n0")
     body = [
@@ -538,9 +538,7 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
         f"const int64_t m0 = mt * {mb}, n0 = nt * {nb};",
         f"const int mlen = (int)({m} - m0 < {mb} ? {m} - m0 : {mb});",
         f"const int nlen = (int)({n} - n0 < {nb} ? {n} - n0 : {nb});",
-        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)({kk}), ({real}){k.alpha!r}, {a_ptr}, "
-        f"(int)({render_dim(k.lda)}), {b_ptr}, (int)({render_dim(k.ldb)}), ({real})0, "
-        f"{k.out.buffer} + {oc} + m0 * {n} + n0, (int)({n}));",
+        _gemm_call(k, gemm, real, m, n, kk, a_ptr, b_ptr, f"{k.out.buffer} + {oc} + m0 * {n}"),
     ]
     if k.epilogue is not None:
         acc = f"{k.out.buffer}[{oc} + i * {n} + jn]"
@@ -563,6 +561,23 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     return "\n".join(lines)
 
 
+def _gemm_call(k: kir.Gemm, gemm, real, m, n, kk, a_ptr, b_ptr, out_row) -> str:
+    """The call computing rows [m0, m0 + mlen) and columns [n0, n0 + nlen) of one tile;
+    `out_row` points at column 0 of row m0."""
+    if k.packed_b:  # the constant B packed at plan time (mdsl.codegen.packing)
+        return (
+            f"mdsl_sgemm_packed(mlen, n0, nlen, {kk}, {a_ptr}, {render_dim(k.lda)}, "
+            f"{k.packed_b}, {out_row}, {n});"
+        )
+    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
+    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
+    return (
+        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)({kk}), ({real}){k.alpha!r}, "
+        f"{a_ptr}, (int)({render_dim(k.lda)}), {b_ptr}, (int)({render_dim(k.ldb)}), "
+        f"({real})0, {out_row} + n0, (int)({n}));"
+    )
+
+
 def _symbolic_gemm_body(k: kir.Gemm) -> str:
     """A GEMM of symbolic sizes: tiled at run time as `_gemm_tiles` tiles static ones."""
     real = C_TYPES[k.dtype]
@@ -570,9 +585,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     sizes = (k.m, k.n, k.k, math.prod(k.batch_shape))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
-    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
-    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
     lda, ldb = render_dim(k.lda), render_dim(k.ldb)
+    align = PANEL if k.packed_b else 16
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * {lda}")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * {ldb}" if k.trans_b else "n0")
     head = [
@@ -582,7 +596,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
         f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
-        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + 15) / 16 * 16;",
+        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",
@@ -593,9 +607,9 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "const int64_t m0 = mt * mb, n0 = nt * nb;",
         "const int mlen = (int)(gm - m0 < mb ? gm - m0 : mb);",
         "const int nlen = (int)(gn - n0 < nb ? gn - n0 : nb);",
-        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)gk, ({real}){k.alpha!r}, {a_ptr}, "
-        f"(int)({lda}), {b_ptr}, (int)({ldb}), ({real})0, {k.out.buffer} + {oc} + m0 * gn + n0, "
-        "(int)gn);",
+        _gemm_call(
+            k, gemm, real, "gm", "gn", "gk", a_ptr, b_ptr, f"{k.out.buffer} + {oc} + m0 * gn"
+        ),
     ]
     if k.epilogue is not None:
         acc = f"{k.out.buffer}[{oc} + i * gn + jn]"

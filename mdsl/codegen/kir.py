@@ -161,6 +161,7 @@ class Gemm:
     alpha: float
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
+    packed_b: str = ""  # a constant b packed for the C target (`mdsl.codegen.packing`)
 
 
 @dataclass(slots=True)

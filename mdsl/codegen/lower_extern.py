@@ -19,6 +19,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
+from mdsl.codegen.packing import with_packed_weights
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
@@ -124,7 +125,7 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
         _unless_trivial(epilogue, target),
         space,
     )
-    return fold_batch_into_rows(gemm)
+    return with_packed_weights(ctx, fold_batch_into_rows(gemm), b)
 
 
 def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:

@@ -366,7 +366,8 @@ class _PlanBuilder:
         self.control_flow = control_flow
         self.of_tensor: dict[Tensor, str] = {}
         self.output_copies: list[tuple[str, Tensor]] = []
-        self.ctx = Context(self.buffer_of, self.scratch, self.callback)
+        derived = self.derived_constant if c_bindings else None
+        self.ctx = Context(self.buffer_of, self.scratch, self.callback, derived)
         self.scratch_step: dict[str, int] = {}
 
     # -- buffers ------------------------------------------------------------------------------
@@ -411,6 +412,13 @@ class _PlanBuilder:
             slot = len(self.plan.constants)
             self.plan.constants.append(np.ascontiguousarray(node.const_value()))
             self.of_tensor[t] = self._add(f"c{slot}", t, t.dtype, _numel(t), "const", slot)
+
+    def derived_constant(self, value: np.ndarray, dtype: DType) -> str:
+        """A constant buffer holding `value`, made from the graph's constants at plan time
+        (a weight packed into the layout its kernel reads)."""
+        slot = len(self.plan.constants)
+        self.plan.constants.append(np.ascontiguousarray(value))
+        return self._add(f"c{slot}", None, dtype, int(value.size), "const", slot)
 
     def failure(self, node: Node, message: str) -> int:
         """Register a run-time check failing with `message` at `node`; its index."""
@@ -598,6 +606,8 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return {a.buffer for a in k.loads.values()}, writes
     if isinstance(k, (kir.Gemm, kir.Conv)):
         reads = {k.a.buffer, k.b.buffer} if isinstance(k, kir.Gemm) else {k.x, k.w}
+        if isinstance(k, kir.Gemm) and k.packed_b:
+            reads.add(k.packed_b)
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv) and k.scratch:
             writes.add(k.scratch)

@@ -178,6 +178,84 @@ static void mdsl_team_end(int team, double t0) {
     mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
     mdsl_team_next_probe = calls + mdsl_team_gap;
 }
+/* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
+   B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at
+   (p * K + k) * NR + j, zero past N (mdsl.codegen.packing). BLAS would pack B again on
+   every call. A tile of MR rows x NR columns sums in registers: per k, two vector loads
+   of the panel and MR broadcasts of A. */
+#define MDSL_PK_NR 32
+#if defined(__AVX512F__)
+#define MDSL_PK_MR 12
+#else
+#define MDSL_PK_MR 3
+#endif
+typedef float mdsl_v16 __attribute__((vector_size(64)));
+typedef float mdsl_v16u __attribute__((vector_size(64), aligned(4)));
+
+static inline __attribute__((always_inline)) void mdsl_pk_tile(
+    const int rows, const int64_t K, const float *a, const int64_t lda,
+    const float *panel, float *c, const int64_t ldc, const int cols) {
+    mdsl_v16 acc0[MDSL_PK_MR], acc1[MDSL_PK_MR];
+    for (int r = 0; r < rows; r++) {
+        acc0[r] = (mdsl_v16){0};
+        acc1[r] = (mdsl_v16){0};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const mdsl_v16 b0 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR);
+        const mdsl_v16 b1 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR + 16);
+        for (int r = 0; r < rows; r++) {
+            const float av = a[r * lda + k];
+            acc0[r] += av * b0;
+            acc1[r] += av * b1;
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        if (cols == MDSL_PK_NR) {
+            *(mdsl_v16u *)(c + r * ldc) = acc0[r];
+            *(mdsl_v16u *)(c + r * ldc + 16) = acc1[r];
+        } else {
+            float tmp[MDSL_PK_NR];
+            *(mdsl_v16u *)tmp = acc0[r];
+            *(mdsl_v16u *)(tmp + 16) = acc1[r];
+            for (int j = 0; j < cols; j++) c[r * ldc + j] = tmp[j];
+        }
+    }
+}
+
+/* rows < MDSL_PK_MR rows: the tile specialized for that count (registers, no loop) */
+static void mdsl_pk_rows(int rows, int64_t K, const float *a, int64_t lda, const float *panel,
+                         float *c, int64_t ldc, int cols) {
+    switch (rows) {
+#define MDSL_PK_CASE(r) case r: mdsl_pk_tile(r, K, a, lda, panel, c, ldc, cols); break;
+    MDSL_PK_CASE(1) MDSL_PK_CASE(2) MDSL_PK_CASE(3)
+#if MDSL_PK_MR > 3
+    MDSL_PK_CASE(4) MDSL_PK_CASE(5) MDSL_PK_CASE(6) MDSL_PK_CASE(7) MDSL_PK_CASE(8)
+    MDSL_PK_CASE(9) MDSL_PK_CASE(10) MDSL_PK_CASE(11) MDSL_PK_CASE(12)
+#endif
+#undef MDSL_PK_CASE
+    default: break;
+    }
+}
+
+/* Rows [0, M) and columns [n0, n0 + N) of C (c points at row 0, column 0; n0 a
+   multiple of MDSL_PK_NR), from A (a at row 0) and the packed B. */
+static void mdsl_sgemm_packed(int64_t M, int64_t n0, int64_t N, int64_t K, const float *a,
+                              int64_t lda, const float *packed, float *c, int64_t ldc) {
+    /* chunks of rows whose A stays in L2 while one panel is reused down them */
+    int64_t chunk = (int64_t)(1 << 18) / (K > 0 ? K : 1);
+    chunk = chunk < MDSL_PK_MR ? MDSL_PK_MR : chunk / MDSL_PK_MR * MDSL_PK_MR;
+    for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+        const int64_t m1 = m0 + chunk < M ? m0 + chunk : M;
+        for (int64_t j = n0; j < n0 + N; j += MDSL_PK_NR) {
+            const int cols = (int)(n0 + N - j < MDSL_PK_NR ? n0 + N - j : MDSL_PK_NR);
+            const float *panel = packed + (j / MDSL_PK_NR) * K * MDSL_PK_NR;
+            for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
+                const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
+                mdsl_pk_rows(rows, K, a + i * lda, lda, panel, c + i * ldc + j, ldc, cols);
+            }
+        }
+    }
+}
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);
 
@@ -195,13 +273,13 @@ static void mdsl_init_once(void) {
  *   Gemm (Gemm) at tests/golden/graphs.py:45
  *   Gelu (Gelu) at tests/golden/graphs.py:45
  */
-static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0) {
+static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0, float *c2) {
     for (int64_t tile = 0; tile < 1; tile++) {
         const int64_t nt = tile % 1, mt = (tile / 1) % 1;
         const int64_t m0 = mt * 16, n0 = nt * 32;
         const int mlen = (int)(16 - m0 < 16 ? 16 - m0 : 16);
         const int nlen = (int)(32 - n0 < 32 ? 32 - n0 : 32);
-        MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, mlen, nlen, (int)(64), (float)1.0, in0 + 0 + m0 * (64), (int)(64), c0 + 0 + n0, (int)(32), (float)0, out0 + 0 + m0 * 32 + n0, (int)(32));
+        mdsl_sgemm_packed(mlen, n0, nlen, 64, in0 + 0 + m0 * (64), 64, c2, out0 + 0 + m0 * 32, 32);
         for (int64_t i = m0; i < m0 + mlen; i++) {
             #pragma omp simd
             for (int64_t jn = n0; jn < n0 + nlen; jn++) {
@@ -221,9 +299,10 @@ static int mdsl_schedule(void *const *inputs, void *const *outputs, const void *
     float *c0 = (float *)((void *)consts[0]);  /* w */
     float *c1 = (float *)((void *)consts[1]);  /* bias */
     float *out0 = (float *)(outputs[0]);  /* Gelu */
+    float *c2 = (float *)((void *)consts[2]);  /* c2 */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback;
     mdsl_init_once();
-    if (k1_gemm_gelu(in0, c0, c1, out0)) return 1;
+    if (k1_gemm_gelu(in0, c0, c1, out0, c2)) return 1;
     return 0;
 }
 

@@ -145,3 +145,50 @@ def test_calls_on_two_threads_choose_a_team_and_stay_exact():
     for _ in range(40):
         np.testing.assert_allclose(exe(a=a)["y"], expect, rtol=1e-5, atol=1e-5)
     assert "mdsl_team_begin" in _kernel_source(exe)
+
+
+# -- GEMM with its constant weight packed at plan time ----------------------------------------------
+PACKED = {
+    # id: (a shape, b shape)
+    "m1-n-tail": ((1, 96), (96, 40)),
+    "m13-narrow": ((13, 64), (64, 7)),
+    "m25-two-panels": ((25, 128), (128, 64)),
+    "m40-wide": ((40, 80), (80, 300)),
+    "batch-of-rows": ((3, 5, 96), (96, 33)),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("key", list(PACKED))
+def test_matmul_with_a_packed_constant_weight_equals_the_interpreter(key, threads):
+    a_shape, b_shape = PACKED[key]
+    g = _matmul_graph(a_shape, b_shape, lambda g, y: ops.relu(y), f"packed_{key.replace('-', '_')}")
+    exe = _compile(g, threads=threads)
+    assert "mdsl_sgemm_packed(mlen" in _kernel_source(exe)
+    a = _rand(*a_shape)
+    for _ in range(6):  # both team sizes run
+        np.testing.assert_allclose(
+            exe(a=a)["y"], mdsl.interpret(g, {"a": a})["y"], rtol=1e-5, atol=1e-5
+        )
+
+
+def test_gemm_with_a_transposed_constant_weight_and_a_symbolic_m_is_packed():
+    w, bias = _rand(48, 72), _rand(48)
+    with mdsl.Graph("packed_gemm_trans") as g:
+        a = g.input("a", ("M", 72))
+        g.output(ops.gemm(a, g.const("w", w), g.const("bias", bias), transB=True), "y")
+    exe = _compile(g)
+    for m in (1, 30):
+        x = _rand(m, 72)
+        np.testing.assert_allclose(exe(a=x)["y"], x @ w.T + bias, rtol=1e-5, atol=1e-4)
+    assert "mdsl_sgemm_packed(mlen" in _kernel_source(exe)
+
+
+def test_a_weight_that_is_not_a_constant_goes_to_blas():
+    with mdsl.Graph("unpacked") as g:
+        a, b = g.input("a", (8, 96)), g.input("b", (96, 16))
+        g.output(ops.matmul(a, b), "y")
+    exe = _compile(g)
+    assert "mdsl_sgemm_packed" not in _kernel_source(exe)
+    x, y = _rand(8, 96), _rand(96, 16)
+    np.testing.assert_allclose(exe(a=x, b=y)["y"], x @ y, rtol=1e-5, atol=1e-4)

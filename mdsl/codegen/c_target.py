@@ -17,6 +17,7 @@ import jinja2
 
 from mdsl import expr as E
 from mdsl.codegen import kir
+from mdsl.codegen.c_conv import conv_index, packed_conv_body
 from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
 from mdsl.codegen.custom_c import render_call_body, render_preamble
 from mdsl.codegen.dims import free_symbols, render_dim
@@ -82,6 +83,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         lower_bound_bytes=memory and memory.lower_bound_bytes,
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
+        uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -630,45 +632,54 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     return "\n".join(lines)
 
 
+def _im2col_lines(k: kir.Conv, xg: str, cg: int) -> list[str]:
+    """Rows of the im2col matrix of image `xg` (cg channels) into `k.scratch`: row
+    (c, ki, kj) holds the input each output position reads at that tap (0 outside)."""
+    ohw, kdim = k.oh * k.ow, cg * k.kh * k.kw
+    sh, sw = k.stride
+    ph, pw = k.pad
+    dh, dw = k.dilation
+    return [
+        f"{_parallel(kdim * ohw) or '/* small: one thread */'}",
+        f"for (int64_t row = 0; row < {kdim}; row++) {{",
+        f"{INDENT}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
+        f"{INDENT}float *col = {k.scratch} + row * {ohw};",
+        # the valid ox range is computed, not tested per element: a conditional
+        # load in this loop is miscompiled by GCC 12 at -O3 inside OpenMP regions
+        f"{INDENT}const int64_t off = kj * {dw} - {pw};  /* ix = ox * {sw} + off */",
+        f"{INDENT}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
+        f"{INDENT}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
+        f"{INDENT}if (hi > {k.ow}) hi = {k.ow};",
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        f"{INDENT * 2}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
+        f"{INDENT * 2}float *dst = col + oy * {k.ow};",
+        f"{INDENT * 2}if (iy < 0 || iy >= {k.h} || hi <= lo) {{",
+        f"{INDENT * 3}memset(dst, 0, sizeof(float) * {k.ow});",
+        f"{INDENT * 3}continue;",
+        f"{INDENT * 2}}}",
+        f"{INDENT * 2}const float *src = {xg} + (c * {k.h} + iy) * {k.w_in} + off;",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;",
+        f"{INDENT * 2}for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * {sw}];",
+        f"{INDENT * 2}for (int64_t ox = hi; ox < {k.ow}; ox++) dst[ox] = 0.0f;",
+        f"{INDENT}}}",
+        "}",
+    ]
+
+
 def _conv_body(plan: Plan, k: kir.Conv) -> str:
+    if k.packed_w:
+        return packed_conv_body(k, _epilogue_lines, _im2col_lines)
     if k.group == k.c == k.cout and k.group > 1:
         return _depthwise_padded_body(k) if _padded_plane_fits(k) else _depthwise_body(k)
     cg, coutg = k.c // k.group, k.cout // k.group
     ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
-    sh, sw = k.stride
-    ph, pw = k.pad
-    dh, dw = k.dilation
     lines = [
         f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
         f"{INDENT}for (int64_t g = 0; g < {k.group}; g++) {{",
     ]
     lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
     if k.scratch:
-        lines += [
-            f"{INDENT * 2}{_parallel(kdim * ohw) or '/* small: one thread */'}",
-            f"{INDENT * 2}for (int64_t row = 0; row < {kdim}; row++) {{",
-            f"{INDENT * 3}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
-            f"{INDENT * 3}float *col = {k.scratch} + row * {ohw};",
-            # the valid ox range is computed, not tested per element: a conditional
-            # load in this loop is miscompiled by GCC 12 at -O3 inside OpenMP regions
-            f"{INDENT * 3}const int64_t off = kj * {dw} - {pw};  /* ix = ox * {sw} + off */",
-            f"{INDENT * 3}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
-            f"{INDENT * 3}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
-            f"{INDENT * 3}if (hi > {k.ow}) hi = {k.ow};",
-            f"{INDENT * 3}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
-            f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
-            f"{INDENT * 4}float *dst = col + oy * {k.ow};",
-            f"{INDENT * 4}if (iy < 0 || iy >= {k.h} || hi <= lo) {{",
-            f"{INDENT * 5}memset(dst, 0, sizeof(float) * {k.ow});",
-            f"{INDENT * 5}continue;",
-            f"{INDENT * 4}}}",
-            f"{INDENT * 4}const float *src = xg + (c * {k.h} + iy) * {k.w_in} + off;",
-            f"{INDENT * 4}for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;",
-            f"{INDENT * 4}for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * {sw}];",
-            f"{INDENT * 4}for (int64_t ox = hi; ox < {k.ow}; ox++) dst[ox] = 0.0f;",
-            f"{INDENT * 3}}}",
-            f"{INDENT * 2}}}",
-        ]
+        lines += [INDENT * 2 + x for x in _im2col_lines(k, "xg", cg)]
         col = k.scratch
     else:
         col = "xg"
@@ -687,7 +698,7 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
         f"{k.out} + (n * {k.cout} + g * {coutg}) * {ohw} + oy0 * {k.ow}, {ohw});",
     ]
     if k.epilogue is not None:
-        idx = ["n", "co", "oy", "ox"]
+        idx = conv_index(k)
         acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
         lines += [
@@ -745,9 +756,7 @@ def _depthwise_body(k: kir.Conv) -> str:
     if k.epilogue is None:
         lines.append(f"{INDENT * 2}memcpy({out_row}, row, sizeof(float) * {k.ow});")
     else:
-        inner = _epilogue_lines(
-            k.epilogue, k.out_shape, ["n", "co", "oy", "ox"], "row[ox]", DType.float32
-        )
+        inner = _epilogue_lines(k.epilogue, k.out_shape, conv_index(k), "row[ox]", DType.float32)
         lines += [
             f"{INDENT * 2}#pragma omp simd",
             f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
@@ -809,9 +818,7 @@ def _depthwise_padded_body(k: kir.Conv) -> str:
         lines.append(f"{INDENT * 3}dst[ox] = {terms};")
     else:
         lines.append(f"{INDENT * 3}const float sum = {terms};")
-        inner = _epilogue_lines(
-            k.epilogue, k.out_shape, ["n", "co", "oy", "ox"], "sum", DType.float32
-        )
+        inner = _epilogue_lines(k.epilogue, k.out_shape, conv_index(k), "sum", DType.float32)
         lines += [INDENT * 3 + x for x in inner]
     lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
     return "\n".join(INDENT + x for x in lines)

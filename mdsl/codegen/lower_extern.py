@@ -19,7 +19,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
-from mdsl.codegen.packing import with_packed_weights
+from mdsl.codegen.packing import with_packed_conv_weights, with_packed_weights
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
@@ -148,12 +148,13 @@ def _batch_access(ctx: Context, t: Tensor, shape, batch) -> kir.Access:
 
 
 def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Conv:
+    """A 2-D convolution, or a 1-D one as 2-D over a height of 1 (the same memory)."""
     anchor, members = nodes[0], nodes[1:]
     x, w = anchor.inputs[:2]
     bias = anchor.inputs[2] if len(anchor.inputs) > 2 else None
     out = anchor.outputs[0]
-    if len(x.shape) != 4 or out.dtype != DType.float32 or x.dtype != DType.float32:
-        raise Unsupported("only 2-D float32 convolution is generated")
+    if len(x.shape) not in (3, 4) or out.dtype != DType.float32 or x.dtype != DType.float32:
+        raise Unsupported("only 1-D and 2-D float32 convolution is generated")
     if any(t.type.storage_format not in (None,) for t in (x, out)):
         raise Unsupported("stored layouts")
     _static_but_batch(x, w, out)
@@ -162,22 +163,27 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         tuple(w.shape[2:]), attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
     )
     pad = concrete_padding(window, tuple(x.shape[2:]))
-    n, c, h, wi = x.shape
-    cout, cg, kh, kw = w.shape
-    oh, ow = out.shape[2:]
+    strides, begins, dilations = tuple(window.strides), tuple(pad.begins), tuple(window.dilations)
+    n, c, *in_spatial = x.shape
+    cout, cg, *kernel = w.shape
+    out_spatial = list(out.shape[2:])
+    if len(in_spatial) == 1:  # 1-D: a row of height 1
+        in_spatial, kernel, out_spatial = [1, *in_spatial], [1, *kernel], [1, *out_spatial]
+        strides, begins, dilations = (1, *strides), (0, *begins), (1, *dilations)
+    (h, wi), (kh, kw), (oh, ow) = in_spatial, kernel, out_spatial
     group = attrs["group"]
     space = tuple(out.shape)
     acc = E.var("acc")
     extra = {}
     anchor_value = acc
     if bias is not None:
-        extra["bias"] = kir.Access(ctx.buffer_of(bias), bias.dtype, 0, (0, 1, 0, 0))
+        extra["bias"] = kir.Access(
+            ctx.buffer_of(bias), bias.dtype, 0, (0, 1) + (0,) * (len(space) - 2)
+        )
         anchor_value = acc + E.var("bias")
     epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
     target = _result_buffer(ctx, anchor, outputs)
-    pointwise_1x1 = (
-        (kh, kw) == (1, 1) and window.strides == (1, 1) and not any(pad.begins + pad.ends)
-    )
+    pointwise_1x1 = (kh, kw) == (1, 1) and strides == (1, 1) and not any(pad.begins + pad.ends)
     scratch_elems = 0 if pointwise_1x1 else cg * kh * kw * oh * ow
     conv = kir.Conv(
         kernel_name(ctx, nodes),
@@ -195,15 +201,18 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         kw,
         oh,
         ow,
-        tuple(window.strides),
-        tuple(pad.begins),
-        tuple(window.dilations),
+        strides,
+        begins,
+        dilations,
         group,
-        ctx.scratch(scratch_elems, DType.float32) if scratch_elems else "",
+        "",
         scratch_elems,
         _unless_trivial(epilogue, target),
         space,
     )
+    conv = with_packed_conv_weights(ctx, conv, w)
+    if conv.scratch_elems:
+        conv.scratch = ctx.scratch(conv.scratch_elems, DType.float32)
     return conv
 
 

@@ -61,3 +61,66 @@ def with_packed_weights(ctx, g: kir.Gemm, b: Tensor) -> kir.Gemm:
     matrix = value.T if g.trans_b else value
     g.packed_b = ctx.derived_constant(pack_panels(matrix), DType.float32)
     return g
+
+
+# -- convolution ------------------------------------------------------------------------------------
+CONV_PANEL = 12  # MDSL_PC_PANEL of the C kernel: output channels per weight panel
+CONV_STRIP = 32  # output grid positions per register tile
+CONV_SLACK = 2 * CONV_STRIP  # floats past the source a last strip may read
+
+
+def pack_conv_panels(w: np.ndarray) -> np.ndarray:
+    """OIHW weights `w` as panels of CONV_PANEL output channels, flat: panel b holds
+    `W[b * CONV_PANEL + r, k]` (k over input channel, kernel row, kernel column) at
+    `(b * K + k) * CONV_PANEL + r`, zero past the last channel.
+
+    >>> w = np.arange(4, dtype=np.float32).reshape(2, 2, 1, 1)
+    >>> pack_conv_panels(w).reshape(-1, 2, CONV_PANEL)[0, :, :3]
+    array([[0., 2., 0.],
+           [1., 3., 0.]], dtype=float32)
+    """
+    cout = w.shape[0]
+    matrix = w.reshape(cout, -1)
+    panels = -(-cout // CONV_PANEL)
+    padded = np.zeros((panels * CONV_PANEL, matrix.shape[1]), w.dtype)
+    padded[:cout] = matrix
+    return np.ascontiguousarray(padded.reshape(panels, CONV_PANEL, -1).transpose(0, 2, 1)).reshape(
+        -1
+    )
+
+
+def conv_source_grid(k: kir.Conv) -> tuple[bool, int, int, np.ndarray]:
+    """(direct, grid width, source floats, tap offsets) of the packed convolution `k`.
+
+    Stride 1 reads a zero-padded copy of the input directly: output (oy, ox) sits at
+    grid position oy * Wp + ox of the padded width Wp, and tap (c, i, j) at offset
+    c * Hp * Wp + i * dh * Wp + j * dw from it (grid columns past the output's width
+    are computed and dropped). Other strides read an im2col matrix: the grid is the
+    output, tap k's row starts at k * oh * ow."""
+    (dh, dw), kernel_taps = k.dilation, k.kh * k.kw
+    if k.stride == (1, 1):
+        hp, wp = k.oh + (k.kh - 1) * dh, k.ow + (k.kw - 1) * dw
+        c, i, j = np.meshgrid(np.arange(k.c), np.arange(k.kh), np.arange(k.kw), indexing="ij")
+        offsets = (c * hp * wp + i * dh * wp + j * dw).reshape(-1)
+        return True, wp, k.c * hp * wp + CONV_SLACK + (k.kw - 1) * dw, offsets
+    grid = k.oh * k.ow
+    offsets = np.arange(k.c * kernel_taps) * grid
+    return False, k.ow, k.c * kernel_taps * grid + CONV_SLACK, offsets
+
+
+def with_packed_conv_weights(ctx, k: kir.Conv, w: Tensor) -> kir.Conv:
+    """`k` on packed weights when the target takes derived constants and `k` is a dense
+    (one group) convolution of a constant float32 weight; else `k`."""
+    if ctx.derived_constant is None or k.group != 1:
+        return k
+    value = constant_value(w)
+    if value is None or value.dtype != np.float32:
+        return k
+    _, grid_width, source, offsets = conv_source_grid(k)
+    if source >= 1 << 31:
+        return k
+    k.packed_w = ctx.derived_constant(pack_conv_panels(value), DType.float32)
+    k.offsets = ctx.derived_constant(offsets.astype(np.int32), DType.int32)
+    k.grid_width = grid_width
+    k.scratch_elems = source
+    return k

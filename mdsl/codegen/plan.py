@@ -606,8 +606,8 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return {a.buffer for a in k.loads.values()}, writes
     if isinstance(k, (kir.Gemm, kir.Conv)):
         reads = {k.a.buffer, k.b.buffer} if isinstance(k, kir.Gemm) else {k.x, k.w}
-        if isinstance(k, kir.Gemm) and k.packed_b:
-            reads.add(k.packed_b)
+        packed = (k.packed_b,) if isinstance(k, kir.Gemm) else (k.packed_w, k.offsets)
+        reads |= {b for b in packed if b}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv) and k.scratch:
             writes.add(k.scratch)

@@ -192,3 +192,66 @@ def test_a_weight_that_is_not_a_constant_goes_to_blas():
     assert "mdsl_sgemm_packed" not in _kernel_source(exe)
     x, y = _rand(8, 96), _rand(96, 16)
     np.testing.assert_allclose(exe(a=x, b=y)["y"], x @ y, rtol=1e-5, atol=1e-4)
+
+
+# -- dense convolution on packed weights ------------------------------------------------------------
+DENSE = [
+    # (cin, cout, size, kernel, stride, pad, dilation)
+    (3, 5, 9, 3, 1, 1, 1),
+    (8, 16, 10, 3, 2, 1, 1),
+    (4, 13, 8, 1, 1, 0, 1),
+    (6, 25, 7, 3, 1, 2, 2),
+    (5, 12, 12, 5, 3, 2, 1),
+    (16, 24, 6, 1, 2, 0, 1),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", DENSE, ids=lambda c: "ci{}-co{}-s{}-k{}-st{}-p{}-d{}".format(*c))
+def test_dense_conv_on_packed_weights_with_bias_and_relu_equals_torch(case, threads):
+    cin, cout, size, k, stride, pad, dil = case
+    x, w, b = _rand(2, cin, size, size), _rand(cout, cin, k, k), _rand(cout)
+    with mdsl.Graph("dense") as g:
+        xi = g.input("x", x.shape)
+        y = ops.conv2d(
+            xi, g.const("w", w), g.const("b", b), strides=stride, pads=pad, dilations=dil
+        )
+        g.output(ops.relu(y), "y")
+    exe = _compile(g, threads=threads)
+    assert "mdsl_pc_panel(rows" in _kernel_source(exe)
+    expect = F.relu(
+        F.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride, pad, dil)
+    )
+    for _ in range(5):  # both team sizes
+        np.testing.assert_allclose(exe(x=x)["y"], expect.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_residual_block_with_a_symbolic_batch_equals_the_interpreter():
+    c = 8
+    w1, w2 = _rand(c, c, 3, 3), _rand(c, c, 3, 3)
+    with mdsl.Graph("dense_residual") as g:
+        xi = g.input("x", ("N", c, 9, 9))
+        h = ops.relu(ops.conv2d(xi, g.const("w1", w1), pads=1))
+        g.output(ops.relu(ops.conv2d(h, g.const("w2", w2), pads=1) + xi), "y")
+    exe = _compile(g)
+    for batch in (1, 3):
+        x = _rand(batch, c, 9, 9)
+        np.testing.assert_allclose(
+            exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+        )
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv1d_runs_natively_and_equals_torch(stride):
+    x, w, b = _rand(2, 6, 31), _rand(10, 6, 3), _rand(10)
+    with mdsl.Graph("conv1d") as g:
+        xi = g.input("x", x.shape)
+        y = ops.conv(xi, g.const("w", w), g.const("b", b), strides=(stride,), pads=(1, 1))
+        g.output(ops.sigmoid(y), "y")
+    exe = _compile(g)
+    assert not exe.plan.fallbacks
+    assert "mdsl_pc_panel(rows" in _kernel_source(exe)
+    expect = torch.sigmoid(
+        F.conv1d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride, 1)
+    )
+    np.testing.assert_allclose(exe(x=x)["y"], expect.numpy(), rtol=1e-4, atol=1e-4)

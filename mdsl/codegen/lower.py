@@ -46,6 +46,12 @@ class Context:
         self.derived_constant = derived_constant
         self._ids = itertools.count()
 
+    @property
+    def c_target(self) -> bool:
+        """Whether the plan is the C target's, whose kernels also read packed constants
+        and operands in place through a Transpose (the other targets' do neither)."""
+        return self.derived_constant is not None
+
     def fresh(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"
 

@@ -20,6 +20,7 @@ from mdsl.codegen.lower import (
     node_ref,
 )
 from mdsl.codegen.packing import with_packed_conv_weights, with_packed_weights
+from mdsl.codegen.strided_operands import transpose_view
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
@@ -93,6 +94,15 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     k = a_shape[-2] if trans_a else a_shape[-1]
     n = b_shape[-2] if trans_b else b_shape[-1]
     batch = _batch_shape(a_shape, b_shape)
+    a_access, lda = _batch_access(ctx, a, a_shape, batch), a_shape[-1]
+    b_access, ldb = _batch_access(ctx, b, b_shape, batch), b_shape[-1]
+    if anchor.op_type == "MatMul" and ctx.c_target:  # Transpose outputs read in place
+        a_view = transpose_view(a) if len(a.shape) >= 2 and len(b.shape) >= 2 else None
+        b_view = transpose_view(b) if len(a.shape) >= 2 and len(b.shape) >= 2 else None
+        if a_view is not None:
+            a_access, trans_a, lda = _view_access(ctx, a_view, batch), a_view.transposed, a_view.ld
+        if b_view is not None:
+            b_access, trans_b, ldb = _view_access(ctx, b_view, batch), b_view.transposed, b_view.ld
     space = (*batch, m, n)
     acc = E.var("acc")
     anchor_value = acc
@@ -111,20 +121,22 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
         [node_ref(x) for x in nodes],
         dtype,
         batch,
-        _batch_access(ctx, a, a_shape, batch),
-        _batch_access(ctx, b, b_shape, batch),
+        a_access,
+        b_access,
         kir.Access(target, dtype, 0, out_strides),
         m,
         n,
         k,
         trans_a,
         trans_b,
-        a_shape[-1],
-        b_shape[-1],
+        lda,
+        ldb,
         float(alpha),
         _unless_trivial(epilogue, target),
         space,
     )
+    if not ctx.c_target:  # the other targets tile and name their GEMMs by the graph's shapes
+        return gemm
     return with_packed_weights(ctx, fold_batch_into_rows(gemm), b)
 
 
@@ -145,6 +157,14 @@ def _batch_access(ctx: Context, t: Tensor, shape, batch) -> kir.Access:
     matrix = shape[-1] * shape[-2]
     own = broadcast_strides(tuple(shape[:-2]), batch)
     return kir.Access(ctx.buffer_of(t), t.dtype, 0, tuple(s * matrix for s in own))
+
+
+def _view_access(ctx: Context, view, batch) -> kir.Access:
+    """Per-batch offsets of a transposed view: its leading strides broadcast to `batch`
+    (dims of size 1 and missing leading dims repeat)."""
+    lead = [0 if size == 1 else stride for size, stride in zip(view.shape[:-2], view.strides[:-2])]
+    own = [0] * (len(batch) - len(lead)) + lead
+    return kir.Access(ctx.buffer_of(view.tensor), view.tensor.dtype, 0, tuple(own))
 
 
 def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Conv:

@@ -52,6 +52,7 @@ from mdsl.codegen.lower import (
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
+from mdsl.codegen.strided_operands import read_in_place
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError, ShapeError
@@ -440,7 +441,10 @@ class _PlanBuilder:
     def lower_graph(self, g: Graph) -> list:
         """The kernels of graph (or subgraph) `g`, in schedule order."""
         kernels = []
+        uses = use_map(g)
         for group in ordered_groups(g):
+            if self.c_bindings and _read_in_place(group, uses):
+                continue  # its readers take its source with permuted strides
             kernels.extend(self.lower_group(group))
         return kernels
 
@@ -595,6 +599,14 @@ def _lower_whole(ctx: Context, group: _Group) -> list:
     if len(nodes) == 1 and outs and expr_binding(node.op_type) is not None:
         return [lower_pointwise(ctx, nodes, outs)]  # e.g. a user op declared opaque
     raise Unsupported(f"no generated form for {_ops(nodes)}")
+
+
+def _read_in_place(group: _Group, uses) -> bool:
+    """A lone Transpose whose every reader is a GEMM reading its source in place."""
+    if len(group.nodes) != 1 or group.nodes[0].op_type != "Transpose":
+        return False
+    node = group.nodes[0]
+    return read_in_place(node, uses.get(node.outputs[0], []))
 
 
 def kernel_buffers(k) -> tuple[set[str], set[str]]:

@@ -255,3 +255,46 @@ def test_conv1d_runs_natively_and_equals_torch(stride):
         F.conv1d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride, 1)
     )
     np.testing.assert_allclose(exe(x=x)["y"], expect.numpy(), rtol=1e-4, atol=1e-4)
+
+
+# -- MatMul operands read through a Transpose in place -----------------------------------------------
+def _attention_scores(g, q_shape, k_shape, q_perm, k_perm, dtype="float32"):
+    q = g.input("q", q_shape, dtype)
+    k = g.input("k", k_shape, dtype)
+    qv = ops.transpose(q, perm=q_perm) if q_perm else q
+    return q, k, ops.matmul(qv, ops.transpose(k, perm=k_perm))
+
+
+TRANSPOSED = {
+    # id: (q shape, k shape, q perm, k perm, dtype)
+    "k-transposed": ((2, 3, 5, 4), (2, 3, 5, 4), None, (0, 1, 3, 2), "float32"),
+    "heads-split": ((2, 5, 3, 4), (2, 5, 3, 4), (0, 2, 1, 3), (0, 2, 3, 1), "float32"),
+    "broadcast-batch": ((3, 5, 4), (2, 3, 6, 4), None, (0, 1, 3, 2), "float32"),
+    "matrix-reversed": ((5, 4), (6, 4), None, None, "float64"),
+}
+
+
+@pytest.mark.parametrize("key", list(TRANSPOSED))
+def test_matmul_reads_transposed_operands_in_place(key):
+    q_shape, k_shape, q_perm, k_perm, dtype = TRANSPOSED[key]
+    with mdsl.Graph(f"qk_{key.replace('-', '_')}") as g:
+        _, _, s = _attention_scores(g, q_shape, k_shape, q_perm, k_perm, dtype)
+        g.output(ops.softmax(s, axis=-1), "p")
+    exe = _compile(g)
+    assert "(Transpose) at" not in _kernel_source(exe)  # no transposed copy
+    feeds = {"q": _rand(*q_shape).astype(dtype), "k": _rand(*k_shape).astype(dtype)}
+    np.testing.assert_allclose(
+        exe(**feeds)["p"], mdsl.interpret(g, feeds)["p"], rtol=1e-5, atol=1e-6
+    )
+
+
+def test_a_transpose_read_elsewhere_too_is_still_computed():
+    with mdsl.Graph("qk_shared") as g:
+        _, k, s = _attention_scores(g, (2, 5, 4), (2, 5, 4), None, (0, 2, 1))
+        g.output(s, "s")
+        g.output(ops.transpose(k, perm=(0, 2, 1)) * 2.0, "kt2")
+    exe = _compile(g)
+    feeds = {"q": _rand(2, 5, 4), "k": _rand(2, 5, 4)}
+    got, want = exe(**feeds), mdsl.interpret(g, feeds)
+    for name in ("s", "kt2"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)

@@ -50,12 +50,15 @@ class GraphError(MdslError):
     """The graph's structure is wrong: names, edges, cycles, files, misuse of the builder."""
 
 
-class ShapeError(MdslError):
-    """Shapes do not fit an op's rules (raised at build time by shape inference)."""
+class ShapeError(MdslError, ValueError):
+    """Shapes do not fit an op's rules (raised at build time by shape inference).
+
+    Also a `ValueError`, so code that handles bad values generically catches it too.
+    """
 
 
-class DTypeError(MdslError):
-    """A dtype is outside what an op accepts or produces."""
+class DTypeError(MdslError, TypeError):
+    """A dtype is outside what an op accepts or produces (also a `TypeError`)."""
 
 
 class CompileError(MdslError):
@@ -64,3 +67,8 @@ class CompileError(MdslError):
 
 class ExecutionError(MdslError):
     """Running a graph failed: bad feeds, or a node's implementation raised."""
+
+
+# tracebacks then say `mdsl.ShapeError`, the name users import and catch
+for _error in (MdslError, GraphError, ShapeError, DTypeError, CompileError, ExecutionError):
+    _error.__module__ = "mdsl"

@@ -18,11 +18,14 @@ from __future__ import annotations
 import functools
 import inspect
 
+from mdsl.ir.tracebacks import api_boundary
+
 
 def with_device(builder):
     """`builder` accepting `device=`: its nodes are placed there (None: the scope's)."""
 
     @functools.wraps(builder)
+    @api_boundary
     def build(*args, device: str | None = None, **kwargs):
         if device is None:
             return builder(*args, **kwargs)

@@ -96,10 +96,10 @@ class Attr:
             return None
         try:
             out = _COERCE[self.kind](value)
-        except (TypeError, ValueError):
-            raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
         except MdslError as e:  # e.g. an unknown dtype name: say which attr held it
             raise type(e)(f"attr {name!r}: {e.message}") from None
+        except (TypeError, ValueError):
+            raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
         if self.choices is not None and out not in self.choices:
             raise GraphError(f"attr {name!r} must be one of {self.choices}, got {value!r}")
         return out

@@ -6,11 +6,13 @@ import warnings
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.runtime.executable import Executable
 
 BACKENDS = ("c", "numba", "python")
 
 
+@api_boundary
 def compile(
     g: Graph,
     backend: str = "c",

@@ -15,11 +15,13 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.runtime.control_flow import run_control_flow
 from mdsl.runtime.feeds import bind_feeds, concrete_shape
 from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
 
 
+@api_boundary
 def interpret(
     g: Graph, feeds: Mapping[str, np.ndarray], capture: bool = False, impl: str = "auto"
 ) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 from mdsl.ir import dtype as dtypes
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError
+from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError, did_you_mean
 
 CATEGORIES = ("pointwise", "reduction", "extern", "data_movement", "opaque", "structural")
 
@@ -189,7 +189,11 @@ class OpDef:
         unknown = set(given) - set(self.attrs)
         if unknown:
             known = ", ".join(self.attrs) or "none"
-            raise GraphError(f"unknown attr {', '.join(sorted(unknown))} (known: {known})")
+            first = sorted(unknown)[0]
+            raise GraphError(
+                f"unknown attr {', '.join(sorted(unknown))} (known: {known})"
+                + did_you_mean(first, self.attrs)
+            )
         out = {}
         for name, spec in self.attrs.items():
             if name in given:

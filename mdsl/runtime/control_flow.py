@@ -153,6 +153,22 @@ def bind_output_symbols(node: Node, results: list, symbols: dict, dynamic) -> No
                 raise _error(node, f"output {t.index} dim {axis}: size {size}, declared {dim}")
 
 
+def check_dynamic_bounds(node: Node, symbols: dict) -> None:
+    """A data-dependent node's bound symbols lie within their registered upper bounds
+    (what compiled backends sized the buffers by)."""
+    from mdsl.ops.dynamic import dynamic_bounds
+
+    for name, bound in dynamic_bounds(node).items():
+        if bound is None or name not in symbols:
+            continue
+        try:
+            hi = bound.evaluate(symbols) if isinstance(bound, Dim) else int(bound)
+        except ShapeError:
+            continue
+        if symbols[name] > hi:
+            raise _error(node, f"{name} = {symbols[name]} exceeds its bound {bound} = {hi}")
+
+
 def _check_array(node: Node, where: str, t: Tensor, array) -> None:
     if not isinstance(array, np.ndarray) or array.dtype != t.dtype.np:
         got = f"{array.dtype}" if isinstance(array, np.ndarray) else type(array).__name__

@@ -83,7 +83,7 @@ def node_kernel(
             op_type=node.op_type,
             source=node.source,
         )
-    attrs = concrete_attrs(node.attrs, symbols or {})
+    attrs = concrete_attrs(_without_dynamic(node.attrs), symbols or {})
     make = _python_kernel if binding.backend == "python" else _expr_kernel
     kernel = make(binding, node, attrs)
     return binding, storage_kernel(node, kernel)  # tensors stored NHWC etc. (layout pass)
@@ -97,6 +97,11 @@ def _unbound_message(op_type: str, impl: str) -> str:
         f"bound: {why}); register one with mdsl.register_op_impl({op_type!r}, fn) "
         f"(numpy) or mdsl.register_op_impl({op_type!r}, fn, backend='expr')"
     )
+
+
+def _without_dynamic(attrs: dict) -> dict:
+    """Implementations never see a data-dependent node's symbol names."""
+    return {k: v for k, v in attrs.items() if k != "dynamic"} if "dynamic" in attrs else attrs
 
 
 def concrete_attrs(attrs: dict, symbols: dict) -> dict:

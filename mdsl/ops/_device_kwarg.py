@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from mdsl.ir.errors import GraphError
+from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.source import user_source
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.signature import misuse_message
@@ -37,6 +37,8 @@ def with_device(builder):
 
             with device_scope(device):
                 return builder(*args, **kwargs)
+        except MdslError:  # DTypeError is a TypeError too: it is the builder's own answer
+            raise
         except TypeError as e:  # a call that does not fit the signature: say how to fix it
             raise _misuse_error(builder, args, kwargs) or e from None
 

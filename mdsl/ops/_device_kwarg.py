@@ -33,7 +33,7 @@ def with_device(builder):
         try:
             if device is None:
                 return builder(*args, **kwargs)
-            from mdsl.builder.scopes import device as device_scope
+            from mdsl.ops.scopes import device as device_scope
 
             with device_scope(device):
                 return builder(*args, **kwargs)
@@ -80,7 +80,7 @@ def _misuse_error(builder, args, kwargs) -> GraphError | None:
     message = misuse_message(builder, args, kwargs)
     if message is None:
         return None
-    from mdsl.builder.apply import prospective_name
+    from mdsl.ops.apply import prospective_name
 
     leaf = getattr(builder, "op_type", None) or builder.__name__
     return GraphError(

@@ -55,7 +55,7 @@ def control_flow_kernel(node: Node, impl: str = "auto") -> Callable[[list, list]
     `node`, its subgraphs in the interpreter: how a compiled executable runs If, Case and
     While through its Python callback until its code generator emits them. Symbols are
     bound from the input arrays."""
-    from mdsl.runtime.interpreter import subgraph_runner  # it imports this module
+    from mdsl.targets.python.interpreter import subgraph_runner  # it imports this module
 
     def run(args: list, out_specs: list) -> list:
         symbols: dict[str, int] = {}

@@ -40,7 +40,7 @@ from mdsl.ops import registry
 from mdsl.ops.bindings import Binding, expr_outputs, get_binding
 from mdsl.ops.precision import widen
 from mdsl.ops.storage import storage_kernel
-from mdsl.runtime.control_flow import control_flow_kernel
+from mdsl.targets.python.control_flow import control_flow_kernel
 
 IMPLS = ("auto", "python", "expr")
 
@@ -72,7 +72,7 @@ def node_kernel(
     """The binding chosen for `node` and a kernel running it; `symbols` (symbol -> size)
     turns symbolic dims in attrs (a Reshape target `(B, S, 64)`) into this run's ints.
     Control-flow nodes (If, Case, While) get a kernel running their subgraphs in the
-    interpreter (`mdsl.runtime.control_flow.control_flow_kernel`)."""
+    interpreter (`mdsl.targets.python.control_flow.control_flow_kernel`)."""
     if node.subgraphs:
         return Binding(node.op_type, "python", None), control_flow_kernel(node, impl)
     binding = choose_binding(node.op_type, impl)

@@ -4,7 +4,7 @@ It is the living definition of what a graph computes; every backend and every pa
 tested against it. Feeds are validated against the declared inputs first, and every
 node's result is checked against its inferred type, so a wrong shape rule or a wrong
 reference is caught at the node that has it. Which implementation a node runs is
-decided by `mdsl.runtime.kernels.choose_binding`.
+decided by `mdsl.targets.python.kernels.choose_binding`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.dynamic import dynamic_symbols
-from mdsl.runtime.control_flow import bind_output_symbols, check_dynamic_bounds, run_control_flow
-from mdsl.runtime.feeds import bind_feeds, concrete_shape
-from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
+from mdsl.targets.feeds import bind_feeds, concrete_shape
+from mdsl.targets.python.control_flow import (
+    bind_output_symbols,
+    check_dynamic_bounds,
+    run_control_flow,
+)
+from mdsl.targets.python.kernels import IMPLS, input_names, node_kernel
 
 
 @api_boundary
@@ -33,10 +37,10 @@ def interpret(
     their output names where no tensor has that name; tensors of control-flow subgraphs
     that ran are there too, under their own names (from the last time each ran, in a
     loop). Only the taken branch of an If/Case runs, and a While's body only as
-    often as its condition holds (`mdsl.runtime.control_flow`). `impl` picks each op's
+    often as its condition holds (`mdsl.targets.python.control_flow`). `impl` picks each op's
     implementation: "auto" (the op's most recently registered "python" or "expr"
     binding), "python" (numpy first) or "expr" (expression first); see
-    `mdsl.runtime.kernels`.
+    `mdsl.targets.python.kernels`.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:

@@ -19,6 +19,7 @@ from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import KernelInfo
 from mdsl.targets.c.custom import link_args
 from mdsl.targets.c.render import render_c, uses_dims
@@ -56,6 +57,9 @@ def _load_library(path: Path):
         return lib
 
 
+_log = get_logger(__name__)
+
+
 class CBackend:
     name = "c"
     symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
@@ -67,8 +71,10 @@ class CBackend:
         """The variant for `symbols` (every symbol of the graph, or some of them: the
         others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
         when a kernel cannot be generated with the symbols left."""
-        plan = plan_variant(graph, symbols)
-        source = render_c(plan)
+        with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
+            plan = plan_variant(graph, symbols)
+        with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
+            source = render_c(plan)
         toolchain = self.toolchain
         if link_args(plan):  # custom ops bound to prebuilt libraries
             toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))

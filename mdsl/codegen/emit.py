@@ -41,6 +41,7 @@ import numpy as np
 from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.ir.tracebacks import api_boundary
 
 Render = Callable[[Graph], Mapping[str, "str | bytes"]]
 
@@ -68,6 +69,7 @@ def targets() -> list[str]:
     return sorted(set(_TARGETS) | set(_PROVIDERS))
 
 
+@api_boundary
 def emit(
     g: Graph,
     target: str = "c",

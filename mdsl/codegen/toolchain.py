@@ -33,8 +33,11 @@ from pathlib import Path
 from mdsl.ir.errors import CompileError
 from mdsl.ir.naming import file_stem
 from mdsl.ir.safe_files import untrusted_reason, write_new
+from mdsl.log import get_logger, timed
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +165,14 @@ def cache_key(source: str, toolchain: Toolchain, file_name: str) -> str:
 def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
     """The path of a shared library built from `source` (from the cache when present)."""
     file_name = f"{file_stem(name)}.so"  # in the key: an entry holds exactly this file
-    entry = trusted_cache_dir() / cache_key(source, toolchain, file_name)
+    key = cache_key(source, toolchain, file_name)
+    entry = trusted_cache_dir() / key
     library = entry / file_name
     if _entry_ok(entry, library):
+        _log.info("C library %s: cache hit (%s)", file_name, key)
         return library
-    _build_entry(source, toolchain, entry, library.name)
+    with timed(_log, "C compile %s (%d lines, cache miss %s)", file_name, source.count("\n"), key):
+        _build_entry(source, toolchain, entry, library.name)
     return library
 
 

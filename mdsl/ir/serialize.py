@@ -34,6 +34,7 @@ from mdsl.ir.graph import Graph, Layer, Node, Tensor
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.safe_files import check_zip_member
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 
 FORMAT = "mdsl-graph"
 VERSION = 1
@@ -122,6 +123,7 @@ def graph_to_json(g: Graph) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+@api_boundary
 def save(g: Graph, path) -> None:
     """Write `g` to `path` (a zip: graph.json + constants/*.npy), atomically."""
     store = _ArrayStore(inline=False)
@@ -372,6 +374,7 @@ def graph_from_json(text: str | bytes) -> Graph:
     return _decode_document(text, _ArraySource(None))
 
 
+@api_boundary
 def load(path) -> Graph:
     """Read a graph written by `save`; GraphError on anything malformed."""
     try:

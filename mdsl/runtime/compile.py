@@ -6,11 +6,15 @@ import warnings
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tracebacks import api_boundary
+from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import Executable, checked_threads
 
 BACKENDS = ("c", "numba", "python")
+_log = get_logger(__name__)
 
 
+@api_boundary
 def compile(
     g: Graph,
     backend: str = "c",
@@ -63,19 +67,21 @@ def compile(
         )
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    optimized = optimize(g, level=opt_level)
+    with timed(_log, "optimize %r (level %d)", g.name, opt_level):
+        optimized = optimize(g, level=opt_level)
     debug_outputs = None
     if debug:
         from mdsl.runtime.materialize import materialize_all
 
         debug_outputs = materialize_all(optimized)
-    return Executable(
-        optimized,
-        _backend(backend, march_native),
-        threads=threads,
-        debug_outputs=debug_outputs,
-        specialize=specialize,
-    )
+    with timed(_log, "build %r for %s", g.name, backend):
+        return Executable(
+            optimized,
+            _backend(backend, march_native),
+            threads=threads,
+            debug_outputs=debug_outputs,
+            specialize=specialize,
+        )
 
 
 def backend_class(name: str):

@@ -19,6 +19,7 @@ from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import KernelInfo
 from mdsl.targets.c.custom import link_args
 from mdsl.targets.c.render import render_c, uses_dims
@@ -44,6 +45,7 @@ _FFI.cdef(
 )
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
+_LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to
 ALIGN = 64
 
 
@@ -59,6 +61,9 @@ def _load_library(path: Path):
         return lib
 
 
+_log = get_logger(__name__)
+
+
 class CBackend:
     name = "c"
     symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
@@ -70,8 +75,10 @@ class CBackend:
         """The variant for `symbols` (every symbol of the graph, or some of them: the
         others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
         when a kernel cannot be generated with the symbols left."""
-        plan = plan_variant(graph, symbols)
-        source = render_c(plan)
+        with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
+            plan = plan_variant(graph, symbols)
+        with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
+            source = render_c(plan)
         toolchain = self.toolchain
         if link_args(plan):  # custom ops bound to prebuilt libraries
             toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
@@ -97,8 +104,7 @@ class CVariant:
 
     def __post_init__(self):
         self.lib = _load_library(self.library_path)
-        if self.threads:
-            self.lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(self.lib)
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
@@ -152,14 +158,23 @@ class CVariant:
                 toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(self.plan))
         source = render_c(self.plan, profile=True)
         lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
-        if self.threads:
-            lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(lib)
         self._mdsl_run_profile = (
             lib.mdsl_run_profile if self._shapes is None else lib.mdsl_run_dims_profile
         )
         return self._mdsl_run_profile
 
+    def _use_threads(self, lib) -> None:
+        """Make `lib` run on at most `threads` threads (None: every processor). The
+        setting belongs to the library, which variants of equal source share: it is set
+        again when a variant of another thread count ran last."""
+        wanted = int(self.threads or 0)
+        if _LIB_THREADS.get(id(lib)) != wanted:
+            lib.mdsl_set_threads(wanted)
+            _LIB_THREADS[id(lib)] = wanted
+
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
+        self._use_threads(self.lib)
         if self._shapes is not None:
             return self._call_with_dims(entry, env, *extra)
         state = getattr(self._local, "state", None)

@@ -58,3 +58,7 @@ ND, NCHW, NHWC, NC1HWC0, FRACTAL_NZ = (
 )
 
 __version__ = "0.1.0"
+
+# signatures, reprs and tracebacks name the public classes as users import them
+for _public in (Graph, Node, Tensor, Layer, TensorType, DType, Format, Dim):
+    _public.__module__ = "mdsl"

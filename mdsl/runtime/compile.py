@@ -6,10 +6,15 @@ import warnings
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tracebacks import api_boundary
+from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import Executable
 from mdsl.targets import registry
 
+_log = get_logger(__name__)
 
+
+@api_boundary
 def compile(
     g: Graph,
     backend: str = "c",
@@ -60,19 +65,21 @@ def compile(
     buildable = registry.target_names("build")
     if backend not in buildable:
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(buildable)}")
-    optimized = optimize(g, level=opt_level)
+    with timed(_log, "optimize %r (level %d)", g.name, opt_level):
+        optimized = optimize(g, level=opt_level)
     debug_outputs = None
     if debug:
         from mdsl.runtime.materialize import materialize_all
 
         debug_outputs = materialize_all(optimized)
-    return Executable(
-        optimized,
-        make_backend(backend, march_native),
-        threads=threads,
-        debug_outputs=debug_outputs,
-        specialize=specialize,
-    )
+    with timed(_log, "build %r for %s", g.name, backend):
+        return Executable(
+            optimized,
+            make_backend(backend, march_native),
+            threads=threads,
+            debug_outputs=debug_outputs,
+            specialize=specialize,
+        )
 
 
 def make_backend(name: str, march_native: bool = True):

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.targets import registry
 
 Render = Callable[[Graph], Mapping[str, "str | bytes"]]
@@ -63,6 +64,7 @@ def targets() -> list[str]:
     return sorted(set(_TARGETS) | set(registry.target_names("emit")))
 
 
+@api_boundary
 def emit(
     g: Graph,
     target: str = "c",

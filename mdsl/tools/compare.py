@@ -29,6 +29,7 @@ from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.targets.python.interpreter import interpret
 from mdsl.targets.registry import can, target_names
 
@@ -253,6 +254,7 @@ def _cos(v: float) -> str:
 
 
 # -- comparing -------------------------------------------------------------------------------
+@api_boundary
 def compare(
     g: Graph,
     feeds: Mapping[str, np.ndarray],

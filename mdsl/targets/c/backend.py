@@ -19,6 +19,7 @@ from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.log import get_logger, timed
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c, uses_dims
 from mdsl.targets.python.kernels import node_kernel
@@ -55,14 +56,19 @@ def _load_library(path: Path):
         return lib
 
 
+_log = get_logger(__name__)
+
+
 def build_variant(
     graph: Graph, symbols: dict[str, int], threads: int | None, toolchain: Toolchain
 ) -> CVariant:
     """The variant for `symbols` (every symbol of the graph, or some of them: the
     others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
     when a kernel cannot be generated with the symbols left."""
-    plan = plan_variant(graph, symbols)
-    source = render_c(plan)
+    with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
+        plan = plan_variant(graph, symbols)
+    with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
+        source = render_c(plan)
     if link_args(plan):  # custom ops bound to prebuilt libraries
         toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
     library = build_library(source, toolchain, graph.name)

@@ -15,6 +15,7 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.feeds import bind_feeds, concrete_shape
 from mdsl.targets.python.control_flow import (
@@ -25,6 +26,7 @@ from mdsl.targets.python.control_flow import (
 from mdsl.targets.python.kernels import IMPLS, input_names, node_kernel
 
 
+@api_boundary
 def interpret(
     g: Graph, feeds: Mapping[str, np.ndarray], capture: bool = False, impl: str = "auto"
 ) -> dict[str, np.ndarray]:

@@ -27,13 +27,13 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from mdsl.ir.errors import CompileError, ExecutionError
 from mdsl.ir.graph import Graph
 from mdsl.targets.feeds import bind_feeds
+from mdsl.targets.registry import KernelInfo
 
 MAX_VARIANTS = 16
 MAX_THREADS = 1024  # OpenMP and BLAS thread pools larger than this fail or crash
@@ -53,15 +53,6 @@ def checked_threads(threads) -> int | None:
     if not 1 <= threads <= MAX_THREADS:
         raise CompileError(f"threads must be in [1, {MAX_THREADS}], got {threads}")
     return int(threads)
-
-
-@dataclass(frozen=True, slots=True)
-class KernelInfo:
-    """One kernel of a compiled variant: its name, kind and the nodes it computes."""
-
-    name: str
-    kind: str
-    nodes: tuple[str, ...]
 
 
 class Executable:

@@ -30,7 +30,6 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,19 +37,11 @@ from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
 from mdsl.log import get_logger
 from mdsl.targets.feeds import bind_feeds
+from mdsl.targets.registry import KernelInfo
 
 LOG = get_logger("mdsl.compile")
 MAX_VARIANTS = 16
 SYMBOLIC = ()  # the signature key of the symbolic build
-
-
-@dataclass(frozen=True, slots=True)
-class KernelInfo:
-    """One kernel of a compiled variant: its name, kind and the nodes it computes."""
-
-    name: str
-    kind: str
-    nodes: tuple[str, ...]
 
 
 class Executable:

@@ -4,6 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
+STAMP_BENCH := $(VENV)/.stamp-bench
 
 .PHONY: demo test bench lint format clean venv graphviz
 
@@ -37,8 +38,13 @@ graphviz:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null ) || \
 	  echo "warning: Graphviz 'dot' is missing and could not be installed; picture tests skip"
 
-bench: $(STAMP_TEST)
+$(STAMP_BENCH): pyproject.toml $(STAMP_TEST)
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	@touch $@
+
+bench: $(STAMP_BENCH)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/exported.py
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .

@@ -18,6 +18,7 @@ import jinja2
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
+from mdsl.codegen.c_indexed import render_indexed_body
 from mdsl.codegen.custom_c import render_call_body, render_preamble
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
@@ -128,6 +129,7 @@ _KIND = {
     kir.Pool: "pooling",
     kir.Callback: "Python callback",
     kir.CustomCall: "custom C op",
+    kir.Indexed: "indexing",
     kir.Branch: "control flow: branch",
     kir.Loop: "control flow: loop",
 }
@@ -755,4 +757,5 @@ _BODY = {
     kir.Pool: _pool_body,
     kir.Callback: _callback_body,
     kir.CustomCall: render_call_body,
+    kir.Indexed: render_indexed_body,
 }

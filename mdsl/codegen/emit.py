@@ -174,7 +174,7 @@ def emit_c_files(graph: Graph) -> dict[str, str | bytes]:
     from mdsl.codegen.custom_c import HEADER_FILE, custom_calls, header_text
     from mdsl.codegen.plan import build_plan
 
-    plan = build_plan(graph, c_bindings=True)
+    plan = build_plan(graph, c_bindings=True, indexed=True)
     stem = file_stem(graph.name)
     files: dict[str, str | bytes] = {f"{stem}.c": render_c(plan)}
     command = _compile_command(plan, stem)

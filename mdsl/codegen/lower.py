@@ -41,6 +41,7 @@ class Context:
         self.buffer_of = buffer_of  # Tensor -> buffer name
         self.scratch = scratch  # (elements, dtype) -> buffer name
         self.callback = callback  # Node -> callback index
+        self.indexed = False  # whether the target renders kir.Indexed kernels
         self._ids = itertools.count()
 
     def fresh(self, prefix: str) -> str:

@@ -1,20 +1,20 @@
 """C bodies of `kir.Indexed` kernels: gathers, scatters, scans, selections, index maps.
 
 Each renderer returns the body of one kernel function (the caller wraps it, see
-`c_target`). Sizes are the kernel's static ints; a bad index makes the function return
+`mdsl.targets.c.render`). Sizes are the kernel's static ints; a bad index makes the function return
 1 before it writes anything that depends on it, and the run reports the kernel's error.
 """
 
 from __future__ import annotations
 
 from mdsl.codegen import kir
-from mdsl.codegen.c_expr import C_TYPES
 from mdsl.codegen.dims import render_dim
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.targets.c.expr import C_TYPES
 
 INDENT = "    "
-PARALLEL_MIN = 32768  # as in c_target: smaller loops stay on one thread
+PARALLEL_MIN = 32768  # as in mdsl.targets.c.render: smaller loops stay on one thread
 _ACCUMULATOR = {
     DType.float32: "double",  # the reference sums floats in float64
     DType.float64: "double",

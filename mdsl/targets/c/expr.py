@@ -47,7 +47,7 @@ _FLOAT_FUNCS = {
     "round": "rint",
 }
 # float32 functions as vectorizable arithmetic (runtime.h.j2), not scalar libm calls
-_VECTOR_FLOAT32 = {"exp": "mdsl_exp_f32", "erf": "mdsl_erf_f32", "tanh": "mdsl_tanh_f32"}
+_VECTOR_FLOAT32 = {"erf": "mdsl_erf_f32", "tanh": "mdsl_tanh_f32"}
 _INFIX = {
     "add": "+",
     "sub": "-",

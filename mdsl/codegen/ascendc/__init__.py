@@ -10,7 +10,7 @@ host C++ compiler and runs it, for checking against `mdsl.interpret`.
 >>> import mdsl
 >>> with mdsl.Graph("scale") as g:
 ...     g.output(g.input("x", (8, 100), "float16") * 0.5, "y")
->>> project = build_project(g, soc="Ascend910B")
+>>> project = build_project(g, soc="Ascend910B3")
 >>> [(k.tiling.tile_length, k.tiling.tiles_per_row, k.tiling.block_dim) for k in project.kernels]
 [(32, 25, 25)]
 >>> sorted(name for name in project.files if name.startswith("op_host"))

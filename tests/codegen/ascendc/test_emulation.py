@@ -74,7 +74,7 @@ def test_every_kernel_kind_ran_on_the_device():
 def test_rows_spread_over_many_tiles_on_a_small_unified_buffer():
     """The same build, run on a SoC with a 2 KiB UB: rows of 300 take several tiles (the
     host tiling reads the UB size at run time) and the results do not change."""
-    small = SocSpec.named("Ascend910B", ub_bytes=2048, vector_cores=3)
+    small = SocSpec.named("Ascend910B3", ub_bytes=2048, vector_cores=3)
     p = build_project(graphs.rows(), soc=small)
     assert all(k.tiling.tiles_per_row > 1 for k in p.kernels if k.kernel.row_length == 300)
     emu = Emulator(p)

@@ -13,7 +13,7 @@ from mdsl import ops
 from mdsl.codegen.ascendc import SocSpec, TilingError, build_project
 from mdsl.codegen.ascendc.tiling import Resources, plan_rows
 
-SOC = SocSpec.named("Ascend910B")
+SOC = SocSpec.named("Ascend910B3")
 
 
 def plan(rows, row_length, resources, **kw):
@@ -91,7 +91,7 @@ def test_a_tile_over_the_unified_buffer_is_shrunk_or_rejected():
     (kernel,) = p.kernels
     (d,) = p.diagnostics
     assert (
-        f"over the {SOC.ub_bytes}-byte UB of Ascend910B; using {kernel.tiling.tile_length}"
+        f"over the {SOC.ub_bytes}-byte UB of Ascend910B3; using {kernel.tiling.tile_length}"
         in d.message
     )
     assert kernel.tiling.ub_bytes <= SOC.ub_bytes < kernel.tiling.ub_bytes + 17 * 16
@@ -102,14 +102,14 @@ def test_a_tile_over_the_unified_buffer_is_shrunk_or_rejected():
 
 
 def test_a_kernel_whose_smallest_tile_overflows_the_unified_buffer_is_rejected():
-    tiny = SocSpec.named("Ascend910B", ub_bytes=256)
+    tiny = SocSpec.named("Ascend910B3", ub_bytes=256)
     with pytest.raises(TilingError) as info:
         build_project(softmax_graph(), soc=tiny)
     message = str(info.value)
     assert re.search(
         f"rejected: {LOCATION}: even the smallest tile \\(16 elements\\) needs \\d+ bytes", message
     )
-    assert "over the 256-byte UB of Ascend910B" in message
+    assert "over the 256-byte UB of Ascend910B3" in message
 
 
 # -- dtypes ------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_float64_arithmetic_is_rejected_naming_kernel_and_nodes():
         r"kernel k\d+_exp_relu \(Growth \(Exp\) at .*test_tiling.py:\d+; Relu \(Relu\) at", message
     )
     assert (
-        "float64 arithmetic: the vector unit of Ascend910B supports bfloat16, bool, float16, float32"
+        "float64 arithmetic: the vector unit of Ascend910B3 supports bfloat16, bool, float16, float32"
         in message
     )
 
@@ -141,7 +141,7 @@ def test_every_rejected_kernel_is_listed_at_once():
     levels = [(d.level, d.kernel.split("_", 1)[1]) for d in info.value.diagnostics]
     assert ("rejected", "mul") in levels and ("rejected", "matmul") in levels
     assert (
-        "matmul in float64: the cube unit of Ascend910B supports bfloat16, float16, float32, int8"
+        "matmul in float64: the cube unit of Ascend910B3 supports bfloat16, float16, float32, int8"
         in str(info.value)
     )
     assert "int64 arithmetic" in str(info.value)
@@ -151,9 +151,9 @@ def test_bfloat16_depends_on_the_soc():
     with mdsl.Graph("bf") as g:
         x = g.input("x", (4, 100), "bfloat16")
         g.output(x * 2.0 + 1.0, "y")
-    assert build_project(g, soc="Ascend910B").device_kernels
-    with pytest.raises(TilingError, match="bfloat16 arithmetic: the vector unit of Ascend310P"):
-        build_project(g, soc="Ascend310P")
+    assert build_project(g, soc="Ascend910B3").device_kernels
+    with pytest.raises(TilingError, match="bfloat16 arithmetic: the vector unit of Ascend310P3"):
+        build_project(g, soc="Ascend310P3")
 
 
 def test_copies_move_any_dtype():
@@ -198,6 +198,6 @@ def test_symbolic_graphs_need_shapes():
 
 def test_unknown_soc_names_the_presets():
     with pytest.raises(
-        mdsl.CompileError, match="unknown Ascend SoC 'Ascend999'; presets: Ascend910B, Ascend310P"
+        mdsl.CompileError, match="unknown Ascend SoC 'Ascend999'; presets: Ascend910B1, Ascend910B2"
     ):
         SocSpec.named("Ascend999")

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #ifndef ASCENDC_CPU_DEBUG
 #include "acl/acl.h"
@@ -35,14 +36,18 @@ size_t mdsl_golden_dense_arena_bytes(void) { return 0; }
 
 size_t mdsl_golden_dense_workspace_bytes(void)
 {
-    const size_t system = platform_ascendc::PlatformAscendCManager::GetInstance()->GetLibApiWorkSpaceSize();
+    const platform_ascendc::PlatformAscendC *platform = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (platform == nullptr) {
+        return 0;  // no platform information: the run's tiling fails too
+    }
+    const size_t system = platform->GetLibApiWorkSpaceSize();
     return system + 0;
 }
 
 size_t mdsl_golden_dense_tiling_bytes(void)
 {
     size_t total = 0;
-    total += (sizeof(optiling::K1GemmReluTilingData) + 31) / 32 * 32;
+    total += (optiling::K1GemmReluTilingData().GetDataSize() + 31) / 32 * 32;
     return total;
 }
 
@@ -65,11 +70,11 @@ int mdsl_golden_dense_run(void *const *inputs, void *const *outputs, const void 
         if (blockDim == 0) {
             return -1;
         }
-        uint8_t staged[sizeof(tiling)];
-        tiling.SaveToBuffer(staged, sizeof(staged));
+        std::vector<uint8_t> staged(tiling.GetDataSize());
+        tiling.SaveToBuffer(staged.data(), staged.size());
         uint8_t *tilingSlot = tilingDevice + tilingOffset;
-        MDSL_COPY_TO_DEVICE(tilingSlot, staged, tiling.GetDataSize());
-        tilingOffset += (sizeof(tiling) + 31) / 32 * 32;
+        MDSL_COPY_TO_DEVICE(tilingSlot, staged.data(), staged.size());
+        tilingOffset += (staged.size() + 31) / 32 * 32;
         k1_gemm_relu_do(blockDim, nullptr, stream, in0, c0, c1, out0, workspace, tilingSlot);
     }
     MDSL_SYNC(stream);

@@ -11,6 +11,9 @@
 namespace optiling {
 namespace {
 
+/* the Matmul client's message area (KfcMsg) at the end of each vector core's UB */
+constexpr uint64_t MDSL_KFC_MSG_BYTES = 128;
+
 uint64_t UbBytes(const platform_ascendc::PlatformAscendC &platform)
 {
     uint64_t ub = 0;
@@ -23,8 +26,16 @@ uint64_t UbBytes(const platform_ascendc::PlatformAscendC &platform)
 /* k1_gemm_relu */
 uint32_t Tiling_k1_gemm_relu(K1GemmReluTilingData &tiling)
 {
-    const platform_ascendc::PlatformAscendC &platform = *platform_ascendc::PlatformAscendCManager::GetInstance();
-    const uint32_t cores = platform.GetCoreNumAic();
+    const platform_ascendc::PlatformAscendC *instance = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (instance == nullptr) {
+        return 0;  // no device platform information (driver or SoC not found)
+    }
+    const platform_ascendc::PlatformAscendC &platform = *instance;
+    /* work units (batch, M block, N block) go to vector blocks: in MIX mode each launched
+     * block is one cube core serving 2 vector cores, GetBlockIdx() on those covers
+     * [0, 2 * blockDim) */
+    const uint32_t subBlocks = 2;
+    const uint32_t cores = platform.GetCoreNumAic() * subBlocks;
     const uint32_t batch = 1;
     const int32_t coresPerMatrix = static_cast<int32_t>(batch >= cores ? 1 : cores / batch);
     matmul_tiling::MultiCoreMatmulTiling cubeTiling(platform);
@@ -42,12 +53,22 @@ uint32_t Tiling_k1_gemm_relu(K1GemmReluTilingData &tiling)
     if (cubeTiling.GetTiling(tiling.cubeTiling) == -1) {
         return 0;
     }
+    const uint64_t singleM = static_cast<uint64_t>(tiling.cubeTiling.get_singleCoreM());
+    const uint64_t singleN = static_cast<uint64_t>(tiling.cubeTiling.get_singleCoreN());
+    if (singleM == 0 || singleN == 0) {
+        return 0;
+    }
+    const uint64_t localWorkspace = 0;
+    const uint64_t reserved = MDSL_KFC_MSG_BYTES;
+    if (UbBytes(platform) <= reserved) {
+        return 0;
+    }
     MdslRowPlan plan;
-    const uint64_t mBlocks = MdslCeilDiv(9, tiling.cubeTiling.singleCoreM);
-    const uint64_t nBlocks = MdslCeilDiv(12, tiling.cubeTiling.singleCoreN);
-    /* the epilogue's tiles cover one row of a core's block */
-    if (!MdslPlanRows(1, tiling.cubeTiling.singleCoreN, 24, 0, 8, false, 0, 1,
-                      UbBytes(platform), plan)) {
+    const uint64_t mBlocks = MdslCeilDiv(9, singleM);
+    const uint64_t nBlocks = MdslCeilDiv(12, singleN);
+    /* the epilogue's tiles cover one row of a core's block, in the UB the Matmul API leaves */
+    if (!MdslPlanRows(1, singleN, 24, 0, 8, false, 0, 1,
+                      UbBytes(platform) - reserved, plan)) {
         return 0;
     }
     tiling.set_tileLength(plan.tileLength);
@@ -59,7 +80,8 @@ uint32_t Tiling_k1_gemm_relu(K1GemmReluTilingData &tiling)
     tiling.set_blockDim(plan.blockDim);
     tiling.set_unitsPerBlock(plan.unitsPerBlock);
     tiling.set_unitsRemainder(plan.unitsRemainder);
-    return plan.blockDim;
+    tiling.set_localWorkspace(static_cast<uint32_t>(localWorkspace));
+    return (plan.blockDim + subBlocks - 1) / subBlocks;
 }
 
 }  // namespace optiling

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #ifndef ASCENDC_CPU_DEBUG
 #include "acl/acl.h"
@@ -42,7 +43,7 @@ size_t mdsl_golden_pointwise_workspace_bytes(void)
 size_t mdsl_golden_pointwise_tiling_bytes(void)
 {
     size_t total = 0;
-    total += (sizeof(optiling::K4AddSiluTilingData) + 31) / 32 * 32;
+    total += (optiling::K4AddSiluTilingData().GetDataSize() + 31) / 32 * 32;
     return total;
 }
 
@@ -64,11 +65,11 @@ int mdsl_golden_pointwise_run(void *const *inputs, void *const *outputs, const v
         if (blockDim == 0) {
             return -1;
         }
-        uint8_t staged[sizeof(tiling)];
-        tiling.SaveToBuffer(staged, sizeof(staged));
+        std::vector<uint8_t> staged(tiling.GetDataSize());
+        tiling.SaveToBuffer(staged.data(), staged.size());
         uint8_t *tilingSlot = tilingDevice + tilingOffset;
-        MDSL_COPY_TO_DEVICE(tilingSlot, staged, tiling.GetDataSize());
-        tilingOffset += (sizeof(tiling) + 31) / 32 * 32;
+        MDSL_COPY_TO_DEVICE(tilingSlot, staged.data(), staged.size());
+        tilingOffset += (staged.size() + 31) / 32 * 32;
         k4_add_silu_do(blockDim, nullptr, stream, in0, in1, out0, workspace, tilingSlot);
     }
     MDSL_SYNC(stream);

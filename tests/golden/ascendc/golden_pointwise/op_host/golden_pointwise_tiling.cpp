@@ -11,6 +11,9 @@
 namespace optiling {
 namespace {
 
+/* the Matmul client's message area (KfcMsg) at the end of each vector core's UB */
+constexpr uint64_t MDSL_KFC_MSG_BYTES = 128;
+
 uint64_t UbBytes(const platform_ascendc::PlatformAscendC &platform)
 {
     uint64_t ub = 0;
@@ -23,7 +26,11 @@ uint64_t UbBytes(const platform_ascendc::PlatformAscendC &platform)
 /* k4_add_silu */
 uint32_t Tiling_k4_add_silu(K4AddSiluTilingData &tiling)
 {
-    const platform_ascendc::PlatformAscendC &platform = *platform_ascendc::PlatformAscendCManager::GetInstance();
+    const platform_ascendc::PlatformAscendC *instance = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (instance == nullptr) {
+        return 0;  // no device platform information (driver or SoC not found)
+    }
+    const platform_ascendc::PlatformAscendC &platform = *instance;
     MdslRowPlan plan;
     if (!MdslPlanRows(3, 50, 36, 0, 16, true, 0,
                       platform.GetCoreNumAiv(), UbBytes(platform), plan)) {

@@ -147,7 +147,7 @@ def unity_source(project: AscendcProject) -> str:
         lines += [
             f"    case {i}: {{",
             f"        optiling::{t} tiling;",
-            f"        const uint32_t blockDim = optiling::Tiling_{pk.name}(tiling);",
+            f"        const uint32_t blockDim = optiling::Tiling_{pk.name}(*platform_ascendc::PlatformAscendCManager::GetInstance(), tiling);",
             "        std::vector<uint8_t> bytes(tiling.GetDataSize());",
             "        tiling.SaveToBuffer(bytes.data(), bytes.size());",
             f"        const size_t skip = {skip};",

@@ -486,7 +486,7 @@ def runner_context(project: AscendcProject) -> dict:
             lines = [
                 "{",
                 f"    {ttype} tiling;",
-                f"    const uint32_t blockDim = optiling::Tiling_{pk.name}(tiling);",
+                f"    const uint32_t blockDim = optiling::Tiling_{pk.name}(*platform, tiling);",
                 "    if (blockDim == 0) {",
                 f"        return -{step + 1};",
                 "    }",

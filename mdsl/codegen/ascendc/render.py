@@ -160,6 +160,7 @@ def _common(pk: PlannedKernel, graph_name: str, kind: str, stem: str, soc: SocSp
     k = pk.kernel
     return {
         "kernel_mode": _kernel_mode(soc, isinstance(k, MatmulKernel)),
+        "op_package": False,
         "stem": stem,
         "name": k.name,
         "kind": kind,
@@ -201,7 +202,7 @@ def _kernel_mode(soc: SocSpec, matmul: bool) -> str | None:
 
 # -- kernels -------------------------------------------------------------------------------------
 def render_vector(
-    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
 ) -> str:
     body: VectorBody = pk.body
     sig = _signature(plan, pk.kernel)
@@ -217,10 +218,12 @@ def render_vector(
         align=body.align,
         entry_lines=_entry_lines(ctx["cls"], ctx["tiling_type"], sig["buffers"]),
     )
-    return env.get_template("vector_kernel.cpp.j2").render(ctx)
+    return env.get_template("vector_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
-def render_row(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec) -> str:
+def render_row(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
     body: RowBody = pk.body
     k: RowKernel = pk.kernel
     sig = _signature(plan, k)
@@ -246,11 +249,11 @@ def render_row(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, s
         phase_lines=["LoadRowScalars(row);", *body.phase_lines],
         entry_lines=_entry_lines(ctx["cls"], ctx["tiling_type"], sig["buffers"]),
     )
-    return env.get_template("row_kernel.cpp.j2").render(ctx)
+    return env.get_template("row_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
 def render_matmul(
-    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
 ) -> str:
     k: MatmulKernel = pk.kernel
     sig = _signature(plan, k)
@@ -299,7 +302,7 @@ def render_matmul(
         entry_lines=_task_type(soc)
         + _entry_lines(ctx["cls"], ctx["tiling_type"], [*sig["buffers"], "workspace"], matmul=True),
     )
-    return env.get_template("matmul_kernel.cpp.j2").render(ctx)
+    return env.get_template("matmul_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
 def _matrix_buffer(plan: Plan, member: str, buffer: str, k: MatmulKernel) -> str:
@@ -314,7 +317,7 @@ def _matrix_buffer(plan: Plan, member: str, buffer: str, k: MatmulKernel) -> str
 
 
 def render_im2col(
-    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
 ) -> str:
     k: Im2colKernel = pk.kernel
     sig = _signature(plan, k)
@@ -343,7 +346,7 @@ def render_im2col(
         dh=k.dilation[0],
         dw=k.dilation[1],
     )
-    return env.get_template("im2col_kernel.cpp.j2").render(ctx)
+    return env.get_template("im2col_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
 RENDERERS = {
@@ -355,9 +358,11 @@ RENDERERS = {
 
 
 def render_kernel(
-    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
 ) -> str:
-    return RENDERERS[type(pk.kernel)](env, plan, pk, graph_name, stem, soc)
+    """The kernel's source; `entry` overrides the context of its entry function (an op
+    package's GET_TILING_DATA entry instead of the kernel-launch one)."""
+    return RENDERERS[type(pk.kernel)](env, plan, pk, graph_name, stem, soc, entry)
 
 
 # -- host side ------------------------------------------------------------------------------------

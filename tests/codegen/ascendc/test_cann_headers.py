@@ -9,11 +9,16 @@ Needs the header pack (`../shared/ascend`) or `$ASCEND_HOME_PATH`; see cann.py.
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
-from mdsl.codegen.ascendc import TilingError, build_project
+import mdsl
+from mdsl.codegen.ascendc import Emulator, TilingError, build_project
 from tests.codegen.ascendc import cann, golden_graphs, graphs
-from tests.codegen.ascendc.conftest import example
+from tests.codegen.ascendc.conftest import example, needs_cxx
+from tests.codegen.ascendc.test_emulation import assert_same
 
 # the SoC family check_ascendc.sh compiles for -> the part mdsl plans for
 SOCS = {"220": "Ascend910B3", "200": "Ascend310P3"}
@@ -35,11 +40,11 @@ def _graph(name: str):
     return build(), shapes
 
 
-PROJECTS = [*golden_graphs.GOLDEN, "vector_mix", "rows", "cube", "soc_310p", *_examples()]
+PROJECTS = [*golden_graphs.GOLDEN, "vector_mix", "rows", "cube", *_examples()]
+CASES = [(name, family) for name in PROJECTS for family in sorted(SOCS)] + [("soc_310p", "200")]
 
 
-@pytest.mark.parametrize("family", sorted(SOCS))
-@pytest.mark.parametrize("name", PROJECTS)
+@pytest.mark.parametrize("name, family", CASES)
 def test_project_passes_the_cann_header_check(name, family):
     cann.require()
     g, shapes = _graph(name)
@@ -73,3 +78,62 @@ def test_the_check_fails_on_a_broken_kernel():
     result = cann.check_files(files, "220")
     assert not result.ok
     assert "DataCopyy" in result.output
+
+
+# -- the real headers and the emulation agree --------------------------------------------------------
+def _golden_feeds(g, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        name: rng.standard_normal(tuple(int(d) for d in t.shape)).astype(t.dtype.np)
+        for name, t in g.inputs.items()
+    }
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", golden_graphs.GOLDEN)
+def test_goldens_pass_the_cann_headers_and_the_emulation(name):
+    cann.require()
+    g = getattr(golden_graphs, name)()
+    project = build_project(g)
+    result = cann.check_project(project, "220")
+    assert result.ok, result.output
+    feeds = _golden_feeds(g)
+    assert_same(Emulator(project).run(feeds), mdsl.interpret(g, feeds))
+
+
+# mistakes the real headers reject; the emulation must reject them too (not compile)
+MISTAKES = {
+    "GET_TILING_DATA outside an op package": (
+        "golden_softmax",
+        "op_kernel/k4_mul_softmax.cpp",
+        "K4MulSoftmaxTilingData tilingData;\n    MdslCopyTiling(&tilingData, tiling);",
+        "GET_TILING_DATA_WITH_STRUCT(K4MulSoftmaxTilingData, tilingData, tiling);",
+    ),
+    "a private tiling field read directly": (
+        "golden_dense",
+        "op_host/golden_dense_tiling.cpp",
+        "tiling.cubeTiling.get_singleCoreM()",
+        "tiling.cubeTiling.singleCoreM",
+    ),
+    "a misspelt API": (
+        "golden_pointwise",
+        "op_kernel/k4_add_silu.cpp",
+        "DataCopy(",
+        "DataCopyy(",
+    ),
+}
+
+
+@needs_cxx
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_what_the_cann_headers_reject_the_emulation_rejects(mistake):
+    cann.require()
+    name, path, good, bad = MISTAKES[mistake]
+    project = build_project(getattr(golden_graphs, name)())
+    assert good in project.files[path], (path, good)
+    broken = dataclasses.replace(
+        project, files={**project.files, path: project.files[path].replace(good, bad, 1)}
+    )
+    assert not cann.check_project(broken, "220").ok
+    with pytest.raises(mdsl.CompileError):
+        Emulator(broken)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mdsl
-from mdsl.codegen.ascendc import Emulator, TilingError, build_project
+from mdsl.targets.ascendc import Emulator, TilingError, build_project
 from tests.codegen.ascendc import cann, golden_graphs, graphs
 from tests.codegen.ascendc.conftest import example, needs_cxx
 from tests.codegen.ascendc.test_emulation import assert_same

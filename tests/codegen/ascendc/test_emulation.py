@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import mdsl
-from mdsl.codegen.ascendc import Emulator, SocSpec, build_project
-from mdsl.codegen.ascendc.kernels import MatmulKernel, RowKernel, VectorKernel
-from mdsl.codegen.ascendc.tiling import RowTiling
 from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc import Emulator, SocSpec, build_project
+from mdsl.targets.ascendc.kernels import MatmulKernel, RowKernel, VectorKernel
+from mdsl.targets.ascendc.tiling import RowTiling
 from tests.codegen.ascendc import graphs
 from tests.codegen.ascendc.conftest import emulator, example, needs_cxx, project
 

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import mdsl
-
-from mdsl.codegen.ascendc.emulate import build_emulated
+from mdsl.targets.ascendc.emulate import build_emulated
 from tests.codegen.ascendc.conftest import needs_cxx
 
 pytestmark = needs_cxx
@@ -235,7 +234,9 @@ def test_the_unified_buffer_size_is_the_configured_one():
 def test_two_cores_never_store_into_one_cache_line():
     status, error, _ = run("shared_cache_line", blocks=2)
     assert status == 1
-    assert error.startswith("AscendC emulation: kernel shared_cache_line, block 1/2: GlobalTensor::SetValue: ")
+    assert error.startswith(
+        "AscendC emulation: kernel shared_cache_line, block 1/2: GlobalTensor::SetValue: "
+    )
     assert "block 0 and this block both store into the 64-byte cache line" in error
     status, error, x = run("own_cache_lines", blocks=2)
     assert (status, error) == (0, "")
@@ -275,6 +276,6 @@ extern "C" unsigned probe(void) { optiling::Probe p; p.set_tileLength(8); return
 
 def test_tiling_fields_are_private_as_in_cann():
     """Host code reads fields with get_<field>(): a direct read does not compile."""
-    with pytest.raises(mdsl.CompileError, match="private|tileLength"):
+    with pytest.raises(mdsl.CompileError, match=r"private|tileLength"):
         build_emulated(PRIVATE_FIELD, "ascendc_private_field")
     build_emulated(PRIVATE_FIELD.replace("p.tileLength;", "p.get_tileLength();"), "ascendc_getter")

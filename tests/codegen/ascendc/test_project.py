@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 import mdsl
-from mdsl.codegen.ascendc import build_project, emit_ascendc
+from mdsl.targets.ascendc import build_project, emit_ascendc
 from tests.codegen.ascendc.conftest import example, project
 
 

@@ -10,8 +10,8 @@ import pytest
 
 import mdsl
 from mdsl import ops
-from mdsl.codegen.ascendc import SocSpec, TilingError, build_project
-from mdsl.codegen.ascendc.tiling import Resources, plan_rows
+from mdsl.targets.ascendc import SocSpec, TilingError, build_project
+from mdsl.targets.ascendc.tiling import Resources, plan_rows
 
 SOC = SocSpec.named("Ascend910B3")
 
@@ -242,7 +242,9 @@ def test_the_310p_has_no_datacopypad():
         g.output(ops.softmax(x * 2.0, axis=-1, name="Probs"), "y")
     assert build_project(g, soc="Ascend910B3").device_kernels
     message = _rejection(g, "Ascend310P3")
-    assert re.search(r"kernel k\d+_mul_softmax \(.*Probs \(Softmax\) at .*test_tiling.py:\d+", message)
+    assert re.search(
+        r"kernel k\d+_mul_softmax \(.*Probs \(Softmax\) at .*test_tiling.py:\d+", message
+    )
     assert "rows of 50 float32 (200 bytes) need DataCopyPad" in message
     assert "which Ascend310P3 does not have" in message
 

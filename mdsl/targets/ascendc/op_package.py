@@ -33,8 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mdsl.codegen.ascendc.project import AscendcProject, build_project
-from mdsl.codegen.ascendc.render import (
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import CompileError
+from mdsl.ir.graph import Graph
+from mdsl.targets.ascendc.project import AscendcProject, build_project
+from mdsl.targets.ascendc.render import (
     CTYPES,
     MatmulKernel,
     _signature,
@@ -43,11 +46,8 @@ from mdsl.codegen.ascendc.render import (
     render_kernel,
     tiling_fields,
 )
-from mdsl.codegen.ascendc.shape_rules import choose, infer_shape_cpp
-from mdsl.codegen.ascendc.soc import SocSpec
-from mdsl.ir.dtype import DType
-from mdsl.ir.errors import CompileError
-from mdsl.ir.graph import Graph
+from mdsl.targets.ascendc.shape_rules import choose, infer_shape_cpp
+from mdsl.targets.ascendc.soc import SocSpec
 
 GE_TYPES = {
     DType.float32: "ge::DT_FLOAT",
@@ -189,9 +189,9 @@ def build_op_package(
     files[f"op_host/{op.snake}_tiling.h"] = env.get_template("tiling.h.j2").render(
         common, kernels=[tiling_ctx]
     )
-    files[f"op_host/{op.snake}_kernel_tiling.cpp"] = env.get_template(
-        "host_tiling.cpp.j2"
-    ).render(common, kernels=[tiling_ctx])
+    files[f"op_host/{op.snake}_kernel_tiling.cpp"] = env.get_template("host_tiling.cpp.j2").render(
+        common, kernels=[tiling_ctx]
+    )
     files["op_host/mdsl_tiling.h"] = env.get_template("mdsl_tiling.h.j2").render(common)
     files[f"op_host/{op.snake}.cpp"] = _op_host(env, op, pk, project, specs, infer_shape)
     ctx = {

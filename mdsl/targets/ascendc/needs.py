@@ -10,7 +10,7 @@ SoC lacks:
   (`SetValue`, written back by `DataCacheCleanAndInvalid`); such a kernel runs on one block
   so no two cores store into one 64-byte cache line.
 
->>> from mdsl.codegen.ascendc.kernels import Stream
+>>> from mdsl.targets.ascendc.kernels import Stream
 >>> from mdsl.ir.dtype import DType
 >>> _misaligned(Stream("x", "b0", DType.float32, 0, (50,), 1), 50)
 'rows of 50 float32 (200 bytes)'
@@ -20,7 +20,7 @@ True
 
 from __future__ import annotations
 
-from mdsl.codegen.ascendc.kernels import (
+from mdsl.targets.ascendc.kernels import (
     Im2colKernel,
     MatmulKernel,
     RowKernel,

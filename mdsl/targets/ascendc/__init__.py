@@ -17,15 +17,34 @@ host C++ compiler and runs it, for checking against `mdsl.interpret`.
 ['op_host/mdsl_tiling.h', 'op_host/scale_tiling.cpp', 'op_host/scale_tiling.h']
 """
 
+from mdsl.ir.errors import CompileError
 from mdsl.targets.ascendc.emulate import Emulator, run_emulated
+from mdsl.targets.ascendc.op_package import build_op_package
 from mdsl.targets.ascendc.project import AscendcProject, build_project, emit_ascendc
 from mdsl.targets.ascendc.soc import PRESETS, SocSpec
 from mdsl.targets.ascendc.tiling import Diagnostic, TilingError
 
+PROJECTS = ("kernel_launch", "custom_op")
 
-def emit_files(graph) -> dict[str, str]:
-    """The project files of an optimized, static-shape graph (`mdsl.emit`'s hook)."""
-    return build_project(graph, opt_level=0).files
+
+def emit_files(graph, *, project: str = "kernel_launch", soc=None, socs=None, **package):
+    """The files of an optimized, static-shape graph (`mdsl.emit`'s hook).
+
+    project="kernel_launch": the graph's kernels with host tiling, a runner and CMake for
+    CANN's kernel-launch build, for `soc` (default Ascend910B3). project="custom_op": the
+    custom-operator package of the op the graph computes (`build_op_package`: `socs`,
+    `op_type`, `infer_shape`, `feeds`).
+    """
+    if project == "kernel_launch":
+        if package or socs is not None:
+            raise CompileError(
+                f"project='kernel_launch' takes soc=, not {sorted([*package, *(['socs'] if socs else [])])}"
+            )
+        return build_project(graph, opt_level=0, soc=soc or "Ascend910B3").files
+    if project == "custom_op":
+        chosen = socs if socs is not None else ([soc] if soc is not None else ["Ascend910B3"])
+        return build_op_package(graph, socs=tuple(chosen), **package)
+    raise CompileError(f"unknown AscendC project {project!r}; choose one of {', '.join(PROJECTS)}")
 
 
 __all__ = [
@@ -35,6 +54,7 @@ __all__ = [
     "Emulator",
     "SocSpec",
     "TilingError",
+    "build_op_package",
     "build_project",
     "emit_ascendc",
     "emit_files",

@@ -93,8 +93,9 @@ class OpInterface:
 
 
 def snake(name: str) -> str:
-    """CANN's op-type -> file/kernel name rule: AddCustom -> add_custom."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    """CANN's op-type -> file/kernel name rule (optype_snake of the op build):
+    AddCustom -> add_custom, QLinearMatMul -> q_linear_mat_mul."""
+    return re.sub(r"([A-Z])", r"_\1", name[0].lower() + name[1:]).lower()
 
 
 def _camel(name: str) -> str:
@@ -103,17 +104,15 @@ def _camel(name: str) -> str:
 
 # -- the op's interface --------------------------------------------------------------------------------
 def _custom_node(g: Graph):
-    nodes = list(g.nodes)
-    if len(nodes) != 1:
-        return None
+    """(node, OpDef) when `g` computes exactly one node of a custom op (an `op_proto` of
+    the default "opaque" category; inputs, outputs and constants aside)."""
     from mdsl.ops.registry import get_op
 
-    node = nodes[0]
-    try:
-        opdef = get_op(node.op_type)
-    except Exception:
+    nodes = [n for n in g.nodes if n.op_type not in ("Input", "Output", "Const")]
+    if len(nodes) != 1:
         return None
-    return node, opdef
+    opdef = get_op(nodes[0].op_type)
+    return (nodes[0], opdef) if opdef.category == "opaque" else None
 
 
 def interface(g: Graph, project: AscendcProject, op_type: str | None) -> OpInterface:

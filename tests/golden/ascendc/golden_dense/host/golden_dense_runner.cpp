@@ -51,8 +51,8 @@ size_t mdsl_golden_dense_tiling_bytes(void)
     return total;
 }
 
-/* 0 on success; -(step + 1) when a kernel's tiling does not fit this device; step + 1
- * when a host fallback fails */
+/* 0 on success; -(step + 1) when a kernel's tiling does not fit this device (-1 also
+ * when there is no platform information); step + 1 when a host fallback fails */
 int mdsl_golden_dense_run(void *const *inputs, void *const *outputs, const void *const *consts, uint8_t *arena,
                      uint8_t *workspace, uint8_t *tilingDevice, void *stream, mdsl_host_fallback_t fallback)
 {
@@ -61,12 +61,16 @@ int mdsl_golden_dense_run(void *const *inputs, void *const *outputs, const void 
     uint8_t *c1 = (uint8_t *)consts[1];  /* b: float32 x 12 */
     uint8_t *out0 = (uint8_t *)outputs[0];  /* Relu: float32 x 108 */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)fallback;
+    const platform_ascendc::PlatformAscendC *platform = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (platform == nullptr) {
+        return -1;  // no device platform information (driver or SoC not found)
+    }
     size_t tilingOffset = 0;
 
     /* step 0: k1_gemm_relu (cube + vector) */
     {
         optiling::K1GemmReluTilingData tiling;
-        const uint32_t blockDim = optiling::Tiling_k1_gemm_relu(tiling);
+        const uint32_t blockDim = optiling::Tiling_k1_gemm_relu(*platform, tiling);
         if (blockDim == 0) {
             return -1;
         }

@@ -9,6 +9,7 @@
 #define MDSL_GOLDEN_DENSE_TILING_H
 
 #include "register/tilingdata_base.h"
+#include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"  // TCubeTiling (matmul kernels)
 
 namespace optiling {
@@ -28,8 +29,9 @@ TILING_DATA_FIELD_DEF(uint32_t, localWorkspace);
 END_TILING_DATA_DEF;
 REGISTER_TILING_DATA_CLASS(MdslK1GemmRelu, K1GemmReluTilingData)
 
-/* fills `tiling` for this device; returns the block count to launch (0: does not fit) */
-uint32_t Tiling_k1_gemm_relu(K1GemmReluTilingData &tiling);
+/* fills `tiling` for the device `platform` describes; returns the block count to launch
+ * (0: does not fit) */
+uint32_t Tiling_k1_gemm_relu(const platform_ascendc::PlatformAscendC &platform, K1GemmReluTilingData &tiling);
 
 }  // namespace optiling
 

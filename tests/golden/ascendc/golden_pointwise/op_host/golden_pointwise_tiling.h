@@ -9,6 +9,7 @@
 #define MDSL_GOLDEN_POINTWISE_TILING_H
 
 #include "register/tilingdata_base.h"
+#include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"  // TCubeTiling (matmul kernels)
 
 namespace optiling {
@@ -27,8 +28,9 @@ TILING_DATA_FIELD_DEF(uint32_t, unitsRemainder);
 END_TILING_DATA_DEF;
 REGISTER_TILING_DATA_CLASS(MdslK4AddSilu, K4AddSiluTilingData)
 
-/* fills `tiling` for this device; returns the block count to launch (0: does not fit) */
-uint32_t Tiling_k4_add_silu(K4AddSiluTilingData &tiling);
+/* fills `tiling` for the device `platform` describes; returns the block count to launch
+ * (0: does not fit) */
+uint32_t Tiling_k4_add_silu(const platform_ascendc::PlatformAscendC &platform, K4AddSiluTilingData &tiling);
 
 }  // namespace optiling
 

@@ -59,6 +59,7 @@ from mdsl.targets.ascendc.tiling import (
     align_up,
     plan_rows,
 )
+from mdsl.targets.ascendc.traffic import gm_bytes, minimum_bytes
 from mdsl.targets.c.render import comment_text
 
 ORIGIN = {
@@ -564,6 +565,8 @@ def readme_context(project: AscendcProject) -> dict:
                 "unit": UNIT[type(pk.kernel)],
                 "nodes": nodes,
                 "tiling": _md(tiling_summary(pk)),
+                "gm": gm_bytes(pk.kernel) if pk.on_device else "-",
+                "minimum": minimum_bytes(pk.kernel, project.plan) if pk.on_device else "-",
             }
         )
         if not pk.on_device:

@@ -148,10 +148,14 @@ def restore_links(root: Path) -> Path:
 
 
 # -- running the check --------------------------------------------------------------------------------
+CHECKED = (".cpp", ".h", ".hpp", "CMakePresets.json")  # what check_ascendc.sh reads
+
+
 def check_files(files: dict[str, str | bytes], socs: str) -> CheckResult:
     """`check_ascendc.sh` over a project given as {relative path: text}, for `socs`
-    ("220", "200" or "220,200"); cached by content."""
+    ("220", "200" or "220,200"); cached by the content of the files it reads."""
     cann = require()
+    files = {name: text for name, text in files.items() if name.endswith(CHECKED)}
     h = hashlib.sha256()
     for part in (socs, str(cann.root), cann.script.read_text()):
         h.update(part.encode() + b"\0")

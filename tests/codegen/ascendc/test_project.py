@@ -170,3 +170,24 @@ def test_the_op_project_builds_with_cann(tmp_path):
         ["cmake", "--build", str(tmp_path / "build"), "-j2"], capture_output=True, text=True
     )
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+
+
+def test_the_readme_lists_gm_bytes_per_kernel_next_to_the_minimum():
+    """Softmax over rows of 50 float32 (4 rows): the maximum, the sum and the normalized
+    store each stream x (3 x 800 bytes) and y is written once (800): 3200 against the
+    minimum 1600 (x read and y written once). Layer norm: mean, variance, store."""
+    from tests.codegen.ascendc import golden_graphs
+
+    p = build_project(golden_graphs.golden_softmax())
+    (row,) = [line for line in p.files["README.md"].splitlines() if line.startswith("| 0 |")]
+    assert row.endswith("| 3200 (1600) |"), row
+    with mdsl.Graph("ln") as g:
+        x = g.input("x", (2, 64))
+        g.output(mdsl.ops.layer_norm(x, mdsl.param("s", (64,)), mdsl.param("b", (64,))), "y")
+    (k,) = build_project(g).kernels
+    from mdsl.targets.ascendc.traffic import gm_bytes, minimum_bytes
+
+    row_bytes = 2 * 64 * 4
+    # x read by the mean, the variance and the store; scale and bias per row by the store
+    assert gm_bytes(k.kernel) == 3 * row_bytes + 2 * row_bytes + row_bytes
+    assert minimum_bytes(k.kernel, build_project(g).plan) == 2 * row_bytes + 2 * 64 * 4

@@ -230,6 +230,7 @@ inline void RunKernel(const char *name, uint32_t blockDim, uint8_t *workspace, c
             body();
         } catch (...) {
             b.active = false;
+            config().mode = KernelMode::AIV_MODE;
             throw;
         }
         b.active = false;
@@ -247,6 +248,7 @@ inline void RunKernel(const char *name, uint32_t blockDim, uint8_t *workspace, c
     b.blockIdx = 0;
     b.blockNum = 1;
     b.subBlocks = 1;
+    config().mode = KernelMode::AIV_MODE;  // each launch sets its own mode (libraries share this state)
 }
 
 /* ---- numeric helpers ---- */

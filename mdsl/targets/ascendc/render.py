@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import jinja2
 
 from mdsl.codegen.plan import Plan
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.ascendc.body import (
@@ -91,13 +91,7 @@ def node_line(ref) -> str:
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("ascendc"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("ascendc")
 
 
 # -- kernel GM buffers ----------------------------------------------------------------------------

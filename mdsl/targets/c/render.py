@@ -21,7 +21,7 @@ from mdsl.codegen.access import flat_index, merge_dims, row_offset, with_strides
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.packing import PANEL
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
@@ -34,13 +34,7 @@ INDENT = "    "
 
 @functools.lru_cache(maxsize=1)  # parsing the templates again costs ~0.1 s per compile
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("c"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("c")
 
 
 def render_c(plan: Plan, *, profile: bool = False) -> str:

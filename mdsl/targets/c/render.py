@@ -401,7 +401,7 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer, stash=None) -> list[st
             update = f"{phase.var} = mdsl_{phase.op}_{C_TYPES[t]}({phase.var}, {value});"
             pragma = ""  # NaN-propagating max is not an OpenMP reduction
         elif stash is not None:  # the value also lands in the output row (see above)
-            off = _row_offset(k, stash, row_stride, n_outer)
+            off = row_offset(k, stash, row_stride, n_outer)
             index = f"{bases[id(stash)]} + {off}" if off else bases[id(stash)]
             update = [
                 f"const {C_TYPES[t]} {phase.var}_v = {value};",

@@ -42,6 +42,7 @@ from mdsl.runtime.compare import compare
 from mdsl.runtime.compile import compile
 from mdsl.runtime.saved import load_executable
 from mdsl.targets.python.interpreter import interpret
+from mdsl.tools import notebook as _notebook  # installs Graph/Node/Tensor _repr_html_
 from mdsl.tools import viz
 from mdsl.tools.bisection import bisect
 from mdsl.tools.diff import diff

@@ -46,6 +46,7 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.html import escape, html_block, html_table
 from mdsl.log import format_seconds
 from mdsl.targets.feeds import bind_feeds
 
@@ -239,6 +240,23 @@ class Profile:
 
     def __str__(self) -> str:
         return self.table()
+
+    def __repr__(self) -> str:
+        return (
+            f"Profile({self.graph!r}, {self.backend}: {self.runs} runs, {len(self.kernels)} "
+            f"{self.unit}, median {_us(self.wall_median)} us)"
+        )
+
+    def _repr_html_(self) -> str:
+        """The summary and the kernels by time (for notebooks)."""
+        ranked = sorted(self.kernels, key=lambda k: -k.median)
+        rows = [
+            [k.name, k.op_type, k.layer or "(top)", _us(k.median), _us(k.iqr), _fixed(k.gflops)]
+            for k in ranked[:TOP]
+        ]
+        headers = [self.unit[:-1], "op types", "layer", "median us", "IQR us", "GFLOP/s"]
+        summary = "".join(f"<p>{escape(line)}</p>" for line in self.summary().splitlines()[1:])
+        return html_block(self.summary().splitlines()[0], summary, html_table(headers, rows))
 
     def _kernel_lines(self, top: int, total: float, width: int) -> list[str]:
         name_w, op_w = 20, 16

@@ -161,6 +161,7 @@ class Gemm:
     alpha: float
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
+    packed_b: str = ""  # a constant b packed for the C target (`mdsl.codegen.packing`)
 
 
 @dataclass(slots=True)
@@ -186,10 +187,15 @@ class Conv:
     pad: tuple[int, int]  # top, left (bottom/right follow from the output size)
     dilation: tuple[int, int]
     group: int
-    scratch: str  # im2col buffer
+    scratch: str  # im2col buffer (the padded input for a direct convolution)
     scratch_elems: int
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
+    # the C target's convolution on packed weights (`mdsl.codegen.packing`): the weight
+    # panels, the offset of each tap in the source, the width of the output grid
+    packed_w: str = ""
+    offsets: str = ""
+    grid_width: int = 0
 
 
 @dataclass(slots=True)

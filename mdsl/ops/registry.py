@@ -69,7 +69,7 @@ class Attr:
     `Attr(str, default="none", choices=("none", "tanh"))`, `Attr(float, required=True)`.
 
     Types: int, float, bool, str, mdsl.DType, np.ndarray, and lists `[int]`, `[float]`,
-    `[str]` (stored as tuples). Integer attrs also hold symbolic `Dim`s.
+    `[str]` (stored as tuples). Integer and float attrs also hold symbolic `Dim`s.
     """
 
     __slots__ = ("choices", "default", "doc", "kind")
@@ -126,6 +126,8 @@ def _as_int(v):
 
 
 def _as_float(v):
+    if isinstance(v, Dim):  # a count known at run time (Range's limit S)
+        return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         raise TypeError
     return float(v)

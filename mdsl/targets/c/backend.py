@@ -45,6 +45,7 @@ _FFI.cdef(
 )
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
+_LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to
 ALIGN = 64
 
 
@@ -99,8 +100,7 @@ class CVariant:
 
     def __post_init__(self):
         self.lib = _load_library(self.library_path)
-        if self.threads:
-            self.lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(self.lib)
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
@@ -154,14 +154,23 @@ class CVariant:
                 toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(self.plan))
         source = render_c(self.plan, profile=True)
         lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
-        if self.threads:
-            lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(lib)
         self._mdsl_run_profile = (
             lib.mdsl_run_profile if self._shapes is None else lib.mdsl_run_dims_profile
         )
         return self._mdsl_run_profile
 
+    def _use_threads(self, lib) -> None:
+        """Make `lib` run on at most `threads` threads (None: every processor). The
+        setting belongs to the library, which variants of equal source share: it is set
+        again when a variant of another thread count ran last."""
+        wanted = int(self.threads or 0)
+        if _LIB_THREADS.get(id(lib)) != wanted:
+            lib.mdsl_set_threads(wanted)
+            _LIB_THREADS[id(lib)] = wanted
+
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
+        self._use_threads(self.lib)
         if self._shapes is not None:
             return self._call_with_dims(entry, env, *extra)
         state = getattr(self._local, "state", None)

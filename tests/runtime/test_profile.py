@@ -301,7 +301,7 @@ def test_each_shape_signature_profiles_its_own_variant(c_profile):
 def _synthetic(wall, compile_seconds=0.0) -> Profile:
     k = KernelProfile("k0", "pointwise", "Add", "L", ("L/Add",), 10, 40, (0.0,) * len(wall), wall)
     starts = tuple(float(i) for i in range(len(wall)))
-    return Profile("g", "c", [k], wall, starts, {}, compile_seconds)
+    return Profile("g", "c", [k], wall, starts, {}, compile_seconds=compile_seconds)
 
 
 def test_profiles_report_median_and_iqr_and_warn_when_busy():

@@ -20,10 +20,10 @@ from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
-from mdsl.runtime.executable import KernelInfo
-from mdsl.targets.c.custom import link_args
+from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c, uses_dims
 from mdsl.targets.python.kernels import node_kernel
+from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
 
 _FFI = cffi.FFI()
@@ -60,31 +60,25 @@ def _load_library(path: Path):
 _log = get_logger(__name__)
 
 
-class CBackend:
-    name = "c"
-    symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
-
-    def __init__(self, march_native: bool = True):
-        self.toolchain = default_toolchain(march_native)
-
-    def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
-        """The variant for `symbols` (every symbol of the graph, or some of them: the
-        others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
-        when a kernel cannot be generated with the symbols left."""
-        with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
-            plan = plan_variant(graph, symbols)
-        with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
-            source = render_c(plan)
-        toolchain = self.toolchain
-        if link_args(plan):  # custom ops bound to prebuilt libraries
-            toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
-        library = build_library(source, toolchain, graph.name)
-        sources = {f"{file_stem(graph.name)}.c": source}
-        return CVariant(plan, sources, library, threads, toolchain=toolchain)
+def build_variant(
+    graph: Graph, symbols: dict[str, int], threads: int | None, toolchain: Toolchain
+) -> CVariant:
+    """The variant for `symbols` (every symbol of the graph, or some of them: the
+    others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
+    when a kernel cannot be generated with the symbols left."""
+    with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
+        plan = plan_variant(graph, symbols)
+    with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
+        source = render_c(plan)
+    if link_args(plan):  # custom ops bound to prebuilt libraries
+        toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
+    library = build_library(source, toolchain, graph.name)
+    sources = {f"{file_stem(graph.name)}.c": source}
+    return CVariant(plan, sources, library, threads, toolchain=toolchain)
 
 
 def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
-    """The plan of the C variant of `graph` for `symbols` (see `CBackend.build`)."""
+    """The plan of the C variant of `graph` for `symbols` (see `build_variant`)."""
     static = specialize(graph, symbols) if symbols else graph
     return build_plan(static, c_bindings=True, control_flow=True, symbolic=True)
 
@@ -122,11 +116,13 @@ class CVariant:
             return self.plan.memory
         return self._shapes.latest
 
-    def kernel_infos(self) -> list[KernelInfo]:
-        from mdsl.targets.c.render import _KIND
+    def linked_libraries(self) -> list[str]:
+        """The prebuilt custom op libraries the library links (a saved executable checks them)."""
+        return libraries(self.plan)
 
+    def kernel_infos(self) -> list[KernelInfo]:
         return [
-            KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
+            KernelInfo(k.name, k.KIND, tuple(n.name for n in k.nodes))
             for k in self.plan.all_kernels()
         ]
 

@@ -64,7 +64,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         kernels.append(
             kernel_template.render(
                 name=k.name,
-                kind=_KIND[type(k)],
+                kind=k.KIND,
                 nodes=[_node_line(n) for n in k.nodes],
                 params=", ".join(params) or "void",
                 body=body.rstrip("\n"),
@@ -122,19 +122,6 @@ def _timed_calls(calls: list[str]) -> list[str]:
             f"timings[{2 * step + 1}] = mdsl_clock() - mdsl_start;",
         ]
     return lines
-
-
-_KIND = {
-    kir.Pointwise: "pointwise",
-    kir.Rowwise: "row reduction",
-    kir.Gemm: "GEMM + epilogue",
-    kir.Conv: "convolution (im2col + GEMM) + epilogue",
-    kir.Pool: "pooling",
-    kir.Callback: "Python callback",
-    kir.CustomCall: "custom C op",
-    kir.Branch: "control flow: branch",
-    kir.Loop: "control flow: loop",
-}
 
 
 def _node_line(ref: kir.NodeRef) -> str:

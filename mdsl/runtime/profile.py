@@ -47,10 +47,11 @@ from mdsl.codegen import kir
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.html import escape, html_block, html_table
+from mdsl.ir.text import WIDTH, clip, shorten_path
 from mdsl.log import format_seconds
 from mdsl.targets.feeds import bind_feeds
 
-TABLE_WIDTH = 100
+TABLE_WIDTH = WIDTH
 TOP = 15
 LAYER_DEPTH = 2
 BUSY_SPREAD = 0.25  # run-time IQR above this share of the median: the machine was busy
@@ -237,7 +238,7 @@ class Profile:
         lines += ["", *self._kernel_lines(top, total, width)]
         for key, title in (("op", "op type"), ("layer", f"layer (depth {depth})")):
             lines += ["", *self._group_lines(self.by(key, depth), title, top, total, width)]
-        return "\n".join(_clip(line, width) for line in lines)
+        return "\n".join(clip(line, width) for line in lines)
 
     def __str__(self) -> str:
         return self.table()
@@ -267,8 +268,8 @@ class Profile:
         ranked = sorted(self.kernels, key=lambda k: -k.median)
         for k in ranked[:top]:
             cells = (
-                f"{_clip(_local_name(k), name_w):<{name_w}} {_clip(k.op_type, op_w):<{op_w}} "
-                f"{_shorten(k.layer or '(top)', layer_w):<{layer_w}}"
+                f"{clip(_local_name(k), name_w):<{name_w}} {clip(k.op_type, op_w):<{op_w}} "
+                f"{shorten_path(k.layer or '(top)', layer_w):<{layer_w}}"
             )
             lines.append(cells + _numbers(k.median, total, k.gflops, k.gbps))
         lines += _rest_line(ranked[top:], total, self.unit)
@@ -278,7 +279,7 @@ class Profile:
         key_w = max(12, width - 8 - len(_numbers_header()))
         lines = [f"{title:<{key_w}} {self.unit:>7}" + _numbers_header()]
         for g in groups[:top]:
-            label = _shorten(g.key or "(top)", key_w)
+            label = shorten_path(g.key or "(top)", key_w)
             lines.append(
                 f"{label:<{key_w}} {g.kernels:>7}" + _numbers(g.seconds, total, g.gflops, g.gbps)
             )
@@ -450,17 +451,6 @@ def _rest_line(rest: list[KernelProfile], total: float, what: str) -> list[str]:
         return []
     seconds = sum(k.median for k in rest)
     return [f"  (+{len(rest)} more {what}: {_us(seconds)} us, {_pct(seconds, total)}%)"]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _shorten(path: str, width: int) -> str:
-    """A long layer path as its first part, an ellipsis and as much of its end as fits."""
-    from mdsl.tools.compare import _shorten_path
-
-    return _shorten_path(path, width)
 
 
 def _local_name(k: KernelProfile) -> str:

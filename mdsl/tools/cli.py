@@ -28,6 +28,7 @@ from collections import Counter
 
 from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph
+from mdsl.ir.text import WIDTH
 from mdsl.targets.registry import target_names
 from mdsl.tools.model_inputs import (
     load_feeds,
@@ -38,7 +39,6 @@ from mdsl.tools.model_inputs import (
 )
 
 EXIT_ERROR, EXIT_USAGE, EXIT_MISMATCH = 1, 2, 3
-WIDTH = 100
 TOP_OPS = 5
 
 

@@ -33,9 +33,9 @@ from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import CONST, Graph, Node, Tensor
 from mdsl.ir.html import html_block, html_table
 from mdsl.ir.initializer import ParamInit
+from mdsl.ir.text import WIDTH
 from mdsl.passes.fusion import FusionGroup, fusion_groups
 
-WIDTH = 100
 SHOWN_PER_SECTION = 40
 
 

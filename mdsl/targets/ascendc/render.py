@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import jinja2
 
 from mdsl.codegen.plan import Plan
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dtype import DType
+from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.ascendc.body import (
     CTYPES,
     RowBody,
@@ -35,7 +36,6 @@ from mdsl.targets.ascendc.kernels import (
     VectorKernel,
 )
 from mdsl.targets.ascendc.tiling import Diagnostic, RowTiling, UnitTiling
-from mdsl.targets.c.render import comment_text
 
 CUBE_TYPES = {
     DType.float16: "DT_FLOAT16",
@@ -89,13 +89,7 @@ def node_line(ref) -> str:
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("ascendc"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("ascendc")
 
 
 # -- kernel GM buffers ----------------------------------------------------------------------------

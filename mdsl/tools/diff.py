@@ -32,9 +32,9 @@ import numpy as np
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import CONST, Graph, Node, Tensor
 from mdsl.ir.initializer import ParamInit
+from mdsl.ir.text import WIDTH
 from mdsl.passes.fusion import FusionGroup, fusion_groups
 
-WIDTH = 100
 SHOWN_PER_SECTION = 40
 
 

@@ -23,6 +23,8 @@ from mdsl.codegen.specialize import specialize
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.naming import c_comment as comment_text
+from mdsl.ir.naming import md_cell
 from mdsl.targets.ascendc.body import RowBody, VectorBody
 from mdsl.targets.ascendc.kernels import (
     HostKernel,
@@ -57,7 +59,6 @@ from mdsl.targets.ascendc.tiling import (
     align_up,
     plan_rows,
 )
-from mdsl.targets.c.render import comment_text
 
 ORIGIN = {
     kir.Pointwise: "pointwise",
@@ -532,19 +533,25 @@ def readme_context(project: AscendcProject) -> dict:
     host_index = 0
     for pk in project.kernels:
         nodes = (
-            "<br>".join(_md(node_line(n)) for n in pk.kernel.nodes) or "(copy of a graph output)"
+            "<br>".join(md_cell(node_line(n)) for n in pk.kernel.nodes)
+            or "(copy of a graph output)"
         )
         rows.append(
             {
                 "name": pk.name,
                 "unit": UNIT[type(pk.kernel)],
                 "nodes": nodes,
-                "tiling": _md(tiling_summary(pk)),
+                "tiling": md_cell(tiling_summary(pk)),
             }
         )
         if not pk.on_device:
             fallbacks.append(
-                {"index": host_index, "name": pk.name, "nodes": nodes, "why": _md(pk.kernel.reason)}
+                {
+                    "index": host_index,
+                    "name": pk.name,
+                    "nodes": nodes,
+                    "why": md_cell(pk.kernel.reason),
+                }
             )
             host_index += 1
         if any("slow path" in n for n in pk.notes):
@@ -557,7 +564,7 @@ def readme_context(project: AscendcProject) -> dict:
         "host_count": len(project.host_kernels),
         "rows": rows,
         "fallbacks": fallbacks,
-        "diagnostics": [_md(str(d)) for d in project.diagnostics if d.level != "fallback"],
+        "diagnostics": [md_cell(str(d)) for d in project.diagnostics if d.level != "fallback"],
         "slow": ", ".join(slow),
     }
 
@@ -578,7 +585,3 @@ def tiling_summary(pk: PlannedKernel) -> str:
             text += f"; epilogue tile {t.epilogue.tile_length}, UB {t.epilogue.ub_bytes} B"
         return text
     return "-"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

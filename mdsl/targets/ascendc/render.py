@@ -18,6 +18,7 @@ import jinja2
 from mdsl.codegen.plan import Plan
 from mdsl.codegen.templates import template_dir
 from mdsl.ir.dtype import DType
+from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.ascendc.body import (
     CTYPES,
     RowBody,
@@ -35,7 +36,6 @@ from mdsl.targets.ascendc.kernels import (
     VectorKernel,
 )
 from mdsl.targets.ascendc.tiling import Diagnostic, RowTiling, UnitTiling
-from mdsl.targets.c.render import comment_text
 
 CUBE_TYPES = {
     DType.float16: "DT_FLOAT16",

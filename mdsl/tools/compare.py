@@ -5,9 +5,9 @@ order, so the first failing row is where the two first disagree, which is usuall
 node to look at (later rows inherit its error).
 
 Executions come from a small registry, `name -> run(g, feeds) -> {tensor name: array}`:
-"python", "expr" and "auto" are the interpreter with that `impl`; "c" and "numba" are
-debug builds of the compiled backends (`mdsl.compile(g, backend, debug=True)`), which
-store every node's value even inside fused kernels; others plug in with
+"python", "expr" and "auto" are the interpreter with that `impl`; every other target that
+builds ("c", "numba", ...) runs as a debug build (`mdsl.compile(g, backend, debug=True)`),
+which stores every node's value even inside fused kernels; others plug in with
 `register_backend(name, run)`. A run may leave out tensors it never computes (a node
 the optimizer folded away); those rows are skipped, graph outputs never are.
 
@@ -29,12 +29,14 @@ from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.text import WIDTH, clip, shorten_path
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.targets.python.interpreter import interpret
+from mdsl.targets.registry import can, target_names
 
 Runner = Callable[[Graph, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 _BACKENDS: dict[str, Runner] = {}
-TABLE_WIDTH = 100
+TABLE_WIDTH = WIDTH
 
 
 def register_backend(name: str, run: Runner) -> None:
@@ -50,7 +52,8 @@ def register_backend(name: str, run: Runner) -> None:
 
 
 def backends() -> list[str]:
-    return sorted(_BACKENDS)
+    """Names `compare` accepts: those registered here and every target that builds."""
+    return sorted(set(_BACKENDS) | set(target_names("build")))
 
 
 def _interpreter(impl: str) -> Runner:
@@ -74,17 +77,6 @@ def _compiled(backend: str) -> Runner:
         return compile(g, backend, debug=True).run(feeds, capture=True)
 
     return run
-
-
-def _numba_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mdsl.targets.numba.backend") is not None
-
-
-register_backend("c", _compiled("c"))
-if _numba_available():
-    register_backend("numba", _compiled("numba"))
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -161,7 +153,7 @@ class CompareReport:
         cells = [_cells(r) for r in self.rows]
         widths = _column_widths(cells, width)
         first = self._first_line()
-        lines = [_clip(self.summary(), width)] + ([_clip(first, width)] if first else [])
+        lines = [clip(self.summary(), width)] + ([clip(first, width)] if first else [])
         lines.append(_line(_HEADERS, widths))
         lines += [_line(c, widths) for c in cells]
         return "\n".join(lines)
@@ -231,23 +223,9 @@ def _line(cells, widths) -> str:
     parts = []
     for i, (text, w) in enumerate(zip(cells, widths)):
         if len(text) > w:  # names keep their top-level layer and leaf, the rest its start
-            text = _shorten_path(text, w) if i == 0 else text[: w - 1] + "…"
+            text = shorten_path(text, w) if i == 0 else text[: w - 1] + "…"
         parts.append(text.rjust(w) if 4 <= i <= 6 else text.ljust(w))
     return "  ".join(parts).rstrip()
-
-
-def _shorten_path(name: str, width: int) -> str:
-    """`EncoderBlock_1/…ion/Q/MatMul`: the first path part (when it takes at most 3/5 of
-    the width), an ellipsis, and as much of the end as fits."""
-    if len(name) <= width:
-        return name
-    first = name.partition("/")[0] + "/"
-    head = first if "/" in name and 5 * len(first) <= 3 * width else name[: (width - 1) // 2]
-    return head + "…" + name[len(name) - (width - 1 - len(head)) :]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"  # the tail is in the rows
 
 
 def _num(v: float) -> str:
@@ -332,10 +310,12 @@ def _rows(g: Graph, got: Mapping, want: Mapping, rtol: float, atol: float) -> li
 
 def _runner(name: str) -> Runner:
     run = _BACKENDS.get(name) if isinstance(name, str) else None
+    if run is None and isinstance(name, str) and can(name, "build"):
+        run = _compiled(name)
     if run is None:
         raise ExecutionError(
             f"no compare backend {name!r}; known: {', '.join(backends())} "
-            "(add one with mdsl.runtime.compare.register_backend)"
+            "(add one with mdsl.tools.compare.register_backend)"
         )
     return run
 

@@ -27,6 +27,7 @@ import numpy as np
 from mdsl.ir.dtype import FLOATS, DType
 from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.html import escape, html_block, html_table
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ir.text import WIDTH, clip, shorten_path
@@ -158,6 +159,18 @@ class CompareReport:
         lines += [_line(c, widths) for c in cells]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return f"CompareReport({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        """The summary and one row per tensor, mismatches marked (for notebooks)."""
+        first = self._first_line()
+        table = html_table(
+            _HEADERS, [_cells(r) for r in self.rows], row_classes=[_row_class(r) for r in self.rows]
+        )
+        note = f"<p>{escape(first)}</p>" if first else ""
+        return html_block(self.summary(), note, table)
+
     def to_markdown(self) -> str:
         """The report as a Markdown table, one row per tensor (the layer is the tensor
         name's path; a format other than ND follows the dtype, as in `table()`)."""
@@ -190,6 +203,10 @@ def _short_dtype(name: str) -> str:
         if name.startswith(long):
             return short + name[len(long) :]
     return name
+
+
+def _row_class(r: CompareRow) -> str:
+    return "" if r.ok else "bad"
 
 
 def _cells(r: CompareRow) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ from mdsl.codegen.access import (
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.expr_types import compute_type
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
@@ -96,13 +96,7 @@ def _checked(name: str) -> str:
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("numba"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("numba")
 
 
 def render_numba(plan: Plan, parallel: bool = True) -> str:

@@ -22,7 +22,8 @@ The calling convention (also in `register_op_impl`'s docstring and `header_text(
 It returns 0 on success; anything else stops the run with an ExecutionError naming the
 node. Outputs are preallocated with the shapes the op's InferShape gave, and never
 overlap the inputs. `attrs` holds the op's attrs in prototype order as doubles (bools
-as 0/1; attrs that are not a bool, int or float are passed as NaN). float16 data is
+as 0/1; a str attr declared with `choices` as the index of its value among them;
+other attrs that are not a bool, int or float are passed as NaN). float16 data is
 `_Float16`, bfloat16 data is the upper 16 bits of a float32 (`uint16_t`).
 
 Names: the entry point of a `source=` is renamed (`mdsl_cop_<hash>_<symbol>`) and given
@@ -193,7 +194,7 @@ def lower_custom_call(ctx, node: Node) -> kir.CustomCall:
         [ctx.buffer_of(t) for t in node.outputs],
         [None if t is None else (t.dtype, _static_shape(t)) for t in node.inputs],
         [(t.dtype, _static_shape(t)) for t in node.outputs],
-        tuple(_attr_value(v) for v in _ordered_attrs(node)),
+        tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
     )
 
 
@@ -206,16 +207,21 @@ def _static_shape(t) -> tuple[int, ...]:
     return tuple(int(d) for d in t.type.storage_shape)
 
 
-def _ordered_attrs(node: Node) -> list:
+def _ordered_attrs(node: Node) -> list[tuple]:
+    """(value, choices or None) of each attr, in prototype order."""
     from mdsl.ops.registry import get_op, has_op
 
-    names = list(get_op(node.op_type).attrs) if has_op(node.op_type) else sorted(node.attrs)
-    return [node.attrs.get(n) for n in names]
+    if not has_op(node.op_type):
+        return [(node.attrs.get(n), None) for n in sorted(node.attrs)]
+    specs = get_op(node.op_type).attrs
+    return [(node.attrs.get(n), spec.choices) for n, spec in specs.items()]
 
 
-def _attr_value(value) -> float:
+def _attr_value(value, choices=None) -> float:
     if isinstance(value, (bool, int, float)):
         return float(value)
+    if isinstance(value, str) and choices and value in choices:
+        return float(choices.index(value))  # a str attr with choices: its choice index
     return math.nan
 
 

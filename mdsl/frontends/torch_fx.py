@@ -385,7 +385,7 @@ class _FxImporter:
             b = _Builder(g, self.module)
             for node in self.gm.graph.nodes:
                 if node.op == "placeholder":
-                    self.env[node] = _declare_input(g, node.target, next(examples))
+                    self.env[node] = self._placeholder(g, node, examples)
                 elif node.op == "output":
                     _declare_outputs(g, self._arg(node.args[0]), lambda v: v)
                 elif node in traced and _holds_tensor(self.values.get(node)):
@@ -393,6 +393,16 @@ class _FxImporter:
                 else:  # a constant, or a Python value computed from shapes
                     self.env[node] = self.values[node]
         return g
+
+    def _placeholder(self, g: Graph, node, examples):
+        """A graph input for the next example input; past the examples, the argument's
+        default (`forward(self, x, mask=None)` called with x only)."""
+        example = next(examples, None)
+        if example is not None:
+            return _declare_input(g, node.target, example)
+        if node.args:
+            return node.args[0]
+        raise GraphError(f"forward() argument {node.target!r} has no example input and no default")
 
     def _arg(self, value):
         import torch.fx as fx

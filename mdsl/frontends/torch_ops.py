@@ -923,3 +923,6 @@ for _cls, _key, _params in (
     ("Softplus", "softplus", {"beta": "beta", "threshold": "threshold"}),
 ):
     MODULES[_cls] = _activation_module(_key, **_params)
+
+
+from mdsl.frontends import torch_recurrent  # noqa: E402, F401  (registers nn.LSTM/GRU/RNN)

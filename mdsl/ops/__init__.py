@@ -100,6 +100,7 @@ from mdsl.ops.nn import (
     softmax,
 )
 from mdsl.ops.padding import pad
+from mdsl.ops.recurrent import gru, lstm, rnn
 from mdsl.ops.reduce import (
     argmax,
     argmin,

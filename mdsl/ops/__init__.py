@@ -65,6 +65,7 @@ from mdsl.ops.elementwise import (
     where,
 )
 from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
+from mdsl.ops.indexing_nd import gather_nd, scatter_nd
 from mdsl.ops.linalg import matmul
 from mdsl.ops.movement import (
     cast,

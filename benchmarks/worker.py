@@ -14,7 +14,7 @@ from pathlib import Path
 import harness
 import numpy as np
 
-NUMBA_MISSING = "mdsl/runtime/numba_backend.py is not there yet"
+NUMBA_MISSING = "mdsl/targets/numba/backend.py is not there yet"
 WORKLOAD_BUDGET_S = 200  # past this, a workload's remaining contenders are skipped
 SETTLE_S = 0.2  # lets the spinning worker threads of the previous contender go to sleep
 
@@ -193,7 +193,7 @@ def _mdsl_setup(wl, backend: str):
     executables = {}
 
     def setup(threads):
-        if backend == "numba" and importlib.util.find_spec("mdsl.runtime.numba_backend") is None:
+        if backend == "numba" and importlib.util.find_spec("mdsl.targets.numba.backend") is None:
             raise Skip(NUMBA_MISSING)
         exe = executables.get(threads)
         if exe is None:
@@ -329,8 +329,8 @@ def compile_times(threads: list[int], build_dir: Path) -> dict:
 
     import mdsl
     from examples.bert import bert
-    from mdsl.codegen.c_target import render_c
     from mdsl.codegen.plan import build_plan
+    from mdsl.targets.c.render import render_c
 
     start = time.perf_counter()
     g = bert(12, 768, 12, seq=128, batch=1)

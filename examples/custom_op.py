@@ -12,7 +12,7 @@ the numpy ("python") bindings, then binds an `mdsl.expr` implementation of the q
 step (backend="expr", the form code generators can fuse) and runs the same, untouched
 graph again: the result is identical.
 
-Which binding the interpreter runs (`mdsl.runtime.kernels`): with `impl="auto"` (the
+Which binding the interpreter runs (`mdsl.targets.python.kernels`): with `impl="auto"` (the
 default) the most recently registered of an op's "python" and "expr" bindings, so
 registering the expr implementation switches to it and registering a numpy one again
 switches back; `impl="python"` / `impl="expr"` ask for one kind explicitly (falling back

@@ -10,10 +10,12 @@
 True
 """
 
+from mdsl import _moved
+
+_moved.install()  # old import paths of moved modules keep working
+
 from mdsl import expr, frontends, ops, passes  # frontends loads onnx/torch on first use
-from mdsl.builder import tensor_methods as _tensor_methods  # installs Tensor operators
 from mdsl.builder.control_flow import cond, switch, while_loop
-from mdsl.builder.scopes import device, layer, param, scope
 from mdsl.codegen.emit import emit
 from mdsl.ir import dtype as _dtype
 from mdsl.ir.dim import Dim
@@ -30,14 +32,16 @@ from mdsl.ir.format import Format
 from mdsl.ir.graph import Graph, Layer, Node, Tensor
 from mdsl.ir.serialize import load, save
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ops import tensor_methods as _tensor_methods  # installs Tensor operators
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
+from mdsl.ops.scopes import device, layer, param, scope
 from mdsl.passes.manager import optimize
 from mdsl.runtime.compare import compare
 from mdsl.runtime.compile import compile
-from mdsl.runtime.interpreter import interpret
 from mdsl.runtime.saved import load_executable
+from mdsl.targets.python.interpreter import interpret
 from mdsl.tools import viz
 from mdsl.tools.bisection import bisect
 from mdsl.tools.diff import diff

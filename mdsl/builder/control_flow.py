@@ -24,8 +24,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mdsl.builder.apply import building_graph, scalar_const
-from mdsl.builder.scopes import scope
 from mdsl.ir import context
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import GraphError, MdslError, ShapeError
@@ -34,7 +32,9 @@ from mdsl.ir.rewrite import mark_changed
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops import control_flow as cf
+from mdsl.ops.apply import building_graph, scalar_const
 from mdsl.ops.registry import get_op
+from mdsl.ops.scopes import scope
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
 

@@ -53,7 +53,7 @@ class EmitTarget:
 
 
 _TARGETS: dict[str, EmitTarget] = {}
-_PROVIDERS = {"ascendc": ("mdsl.codegen.ascendc_target", "mdsl.codegen.ascendc")}
+_PROVIDERS = {"ascendc": ("mdsl.targets.ascendc",)}
 
 
 def register_target(name: str, render: Render, *, description: str = "") -> None:
@@ -170,9 +170,9 @@ def _relative(name: str) -> Path:
 # -- the C target ------------------------------------------------------------------------------
 def emit_c_files(graph: Graph) -> dict[str, str | bytes]:
     """The "c" target's files for a static-shape, optimized graph."""
-    from mdsl.codegen.c_target import render_c
-    from mdsl.codegen.custom_c import HEADER_FILE, custom_calls, header_text
     from mdsl.codegen.plan import build_plan
+    from mdsl.targets.c.custom import HEADER_FILE, custom_calls, header_text
+    from mdsl.targets.c.render import render_c
 
     plan = build_plan(graph, c_bindings=True)
     stem = file_stem(graph.name)
@@ -214,8 +214,8 @@ class _Command:
 
 def _compile_command(plan, stem: str) -> _Command:
     from mdsl.codegen import kir
-    from mdsl.codegen.custom_c import link_args
     from mdsl.codegen.toolchain import DEFAULT_FLAGS, blas_paths
+    from mdsl.targets.c.custom import link_args
 
     includes, libs = (), ()
     if any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.kernels):
@@ -284,7 +284,7 @@ def _arena_text(plan) -> str:
 
 
 def _buffer_and_kernel_tables(plan) -> list[str]:
-    from mdsl.codegen.c_target import _KIND
+    from mdsl.targets.c.render import _KIND
 
     lines = ["", "| buffer | tensor | dtype | elements |", "|---|---|---|---|"]
     for spec in plan.buffers.values():
@@ -316,7 +316,7 @@ def _md(text: str) -> str:
 def emit_numba_files(graph: Graph) -> dict[str, str | bytes]:
     """The "numba" target's files for a static-shape, optimized graph."""
     try:
-        from mdsl.codegen.numba_target import render_numba
+        from mdsl.targets.numba.render import render_numba
     except ModuleNotFoundError as e:
         raise CompileError(f"emit target 'numba' is not available in this mdsl ({e})") from None
     from mdsl.codegen.plan import build_plan

@@ -21,7 +21,7 @@ values (C: locals of `mdsl_run_dims` read from its `dims` array and passed to th
 that use them; numba: driver variables). Memory is then planned per shape signature at
 run time: `Plan.layout(values)` runs the memory planner on the buffer sizes evaluated for
 the feeds' symbols (dynamic dims at their bound: `DynamicBound`), and the generated code
-reads each arena buffer's offset from an `offsets` array (`mdsl.runtime.signatures`
+reads each arena buffer's offset from an `offsets` array (`mdsl.targets.signatures`
 caches layouts per signature). A kernel whose lowering needs an int where a feed's symbol
 stands (a convolution window over a symbolic spatial dim) raises `NotSymbolic`: the
 executable then specializes the whole graph per signature instead; one that needs an int
@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mdsl.codegen import kir
-from mdsl.codegen.custom_c import c_binding, lower_custom_call
 from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
@@ -58,6 +57,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.passes.fusion import fusion_groups, group_kind, node_role
+from mdsl.targets.c.custom import c_binding, lower_custom_call
 
 MOVEMENT = (
     "Reshape",

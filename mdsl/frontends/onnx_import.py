@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mdsl.builder.apply import apply_op
 from mdsl.frontends import onnx_rules
 from mdsl.frontends.onnx_ops import (
     ANY,
@@ -59,6 +58,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.apply import apply_op
 from mdsl.ops.registry import get_op, has_op
 
 _RANDOM_OPS = frozenset(

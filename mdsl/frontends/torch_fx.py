@@ -29,7 +29,6 @@ from collections import Counter
 
 import numpy as np
 
-from mdsl.builder.apply import apply_op
 from mdsl.frontends import torch_ops
 from mdsl.ir import context
 from mdsl.ir.dtype import DType
@@ -37,6 +36,7 @@ from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.apply import apply_op
 from mdsl.ops.registry import get_op
 
 

@@ -26,7 +26,7 @@ def with_device(builder):
     def build(*args, device: str | None = None, **kwargs):
         if device is None:
             return builder(*args, **kwargs)
-        from mdsl.builder.scopes import device as device_scope
+        from mdsl.ops.scopes import device as device_scope
 
         with device_scope(device):
             return builder(*args, **kwargs)

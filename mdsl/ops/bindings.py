@@ -69,7 +69,7 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
     non-numeric ones). Return 0 on success; anything else
     fails the run with an ExecutionError naming the node. A `source=` gets these
     declarations from the generated code; a `library=` includes the header
-    `mdsl.codegen.custom_c.header_text()`. The interpreter cannot run a "c" binding: bind
+    `mdsl.targets.c.custom.header_text()`. The interpreter cannot run a "c" binding: bind
     a "python" one too for `mdsl.interpret` and `mdsl.compare`.
 
     >>> import numpy as np, mdsl
@@ -117,7 +117,7 @@ def bindings_of(op_type: str) -> dict[str, Binding]:
 def _check_impl(op_type: str, backend: str, fn, options: dict) -> dict:
     """`options` checked (and normalized: a c binding's library path made absolute)."""
     if backend == "c":
-        from mdsl.codegen.custom_c import checked_c_options
+        from mdsl.targets.c.custom import checked_c_options
 
         return checked_c_options(op_type, fn, options)
     if not callable(fn):

@@ -1,7 +1,7 @@
 """Control flow: the If, Case and While ops, and the layout of their nodes.
 
 The builders are `mdsl.cond`, `mdsl.switch` and `mdsl.while_loop` (`mdsl.builder.
-control_flow`); the interpreter runs these nodes in `mdsl.runtime.control_flow`. This
+control_flow`); the interpreter runs these nodes in `mdsl.targets.python.control_flow`. This
 module owns what every stage relies on: how a node holds its bodies, and the type rules.
 
 Representation
@@ -65,7 +65,7 @@ The type rules are node-level (they read the subgraphs), installed as the OpDef'
 
 For code generators
 -------------------
-`control_flow(node)` splits a node into its parts; `mdsl.runtime.control_flow` is the
+`control_flow(node)` splits a node into its parts; `mdsl.targets.python.control_flow` is the
 reference semantics, step by step. A backend plans each subgraph like a graph of its
 own (its parameters arrive as pointers to the node's input buffers; its results are
 written to, or copied into, the node's output buffers), then emits: If as
@@ -75,7 +75,7 @@ the loop-carried values double-buffered (a body result may be one of its own
 parameters). Symbols in `dynamic` are not known before the node runs: the buffers
 holding them are sized at run time (or by the symbol's declared max). The "c" and
 "numba" backends do all this (`mdsl.codegen.lower_control`, `c_control`,
-`numba_control`); for other code, `mdsl.runtime.kernels.node_kernel` gives control-flow
+`numba_control`); for other code, `mdsl.targets.python.kernels.node_kernel` gives control-flow
 nodes a kernel that runs their subgraphs in the interpreter (`control_flow_kernel`),
 which a compiled executable can call back into.
 

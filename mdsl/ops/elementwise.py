@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from mdsl.builder.apply import building_graph, scalar_const
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.apply import building_graph, scalar_const
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.docgen import pointwise_doc
 from mdsl.ops.family import binary_pointwise, same_dtype, unary_pointwise

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdsl.builder.scopes import scope
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError, GraphError
@@ -27,6 +26,7 @@ from mdsl.ops.linalg import matmul
 from mdsl.ops.precision import computes_in_float32, widen
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
+from mdsl.ops.scopes import scope
 from mdsl.ops.shape_rules import broadcast_shapes, normalize_axis
 from mdsl.ops.windows import (
     AUTO_PADS,

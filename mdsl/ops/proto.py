@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 import inspect
 
-from mdsl.builder.apply import apply_op, prospective_name
 from mdsl.ir.errors import GraphError
 from mdsl.ir.source import user_source
+from mdsl.ops.apply import apply_op, prospective_name
 from mdsl.ops.registry import OpDef, get_op, make_slots, register
 
 

@@ -1,3 +1,4 @@
-"""Running graphs: the reference interpreter (and, later, executables and profilers)."""
+"""Running graphs: `compile` and the Executable, heterogeneous and pipelined execution,
+profiling, saving and comparing; the reference interpreter is the python target's."""
 
-from mdsl.runtime.interpreter import interpret
+from mdsl.targets.python.interpreter import interpret

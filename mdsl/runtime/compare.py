@@ -29,7 +29,7 @@ from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
-from mdsl.runtime.interpreter import interpret
+from mdsl.targets.python.interpreter import interpret
 
 Runner = Callable[[Graph, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 _BACKENDS: dict[str, Runner] = {}
@@ -78,7 +78,7 @@ def _compiled(backend: str) -> Runner:
 def _numba_available() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("mdsl.runtime.numba_backend") is not None
+    return importlib.util.find_spec("mdsl.targets.numba.backend") is not None
 
 
 register_backend("c", _compiled("c"))

@@ -78,14 +78,14 @@ def compile(
 def backend_class(name: str):
     """The class of backend `name` (not instantiated)."""
     if name == "c":
-        from mdsl.runtime.c_backend import CBackend
+        from mdsl.targets.c.backend import CBackend
 
         return CBackend
     if name == "python":
-        from mdsl.runtime.python_backend import PythonBackend
+        from mdsl.targets.python.backend import PythonBackend
 
         return PythonBackend
-    from mdsl.runtime.numba_backend import NumbaBackend
+    from mdsl.targets.numba.backend import NumbaBackend
 
     return NumbaBackend
 
@@ -99,14 +99,14 @@ def _backend(name: str, march_native: bool):
         )
         name = "numba"
     if name == "c":
-        from mdsl.runtime.c_backend import CBackend
+        from mdsl.targets.c.backend import CBackend
 
         return CBackend(march_native)
     if name == "python":
-        from mdsl.runtime.python_backend import PythonBackend
+        from mdsl.targets.python.backend import PythonBackend
 
         return PythonBackend()
-    from mdsl.runtime.numba_backend import NumbaBackend
+    from mdsl.targets.numba.backend import NumbaBackend
 
     return NumbaBackend()
 

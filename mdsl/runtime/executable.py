@@ -9,7 +9,7 @@ Variants of a graph with symbolic dims, for a backend that builds symbolic code 
 
 - the **symbolic build** (signature key `()`): one variant for every shape signature,
   its kernels taking the dims as run-time arguments and its memory planned per
-  signature at run time (`mdsl.runtime.signatures`);
+  signature at run time (`mdsl.targets.signatures`);
 - **specialized** variants, built ahead of time for `specialize={"N": [1, 8, 32]}`:
   every combination of the listed sizes gets a variant with those symbols made static
   (the symbols not listed stay symbolic), used when a call's sizes match, the symbolic
@@ -33,7 +33,7 @@ import numpy as np
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
-from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.feeds import bind_feeds
 
 MAX_VARIANTS = 16
 SYMBOLIC = ()  # the signature key of the symbolic build

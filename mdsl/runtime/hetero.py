@@ -36,7 +36,7 @@ from mdsl.ir.errors import CompileError, ExecutionError
 from mdsl.ir.graph import Graph
 from mdsl.passes.partition import Copy, Partitioned, TransferReport, partition_by_device
 from mdsl.passes.placement import PlacementPolicy
-from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.feeds import bind_feeds
 
 
 def compile_hetero(

@@ -46,7 +46,7 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
-from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.feeds import bind_feeds
 
 TABLE_WIDTH = 100
 TOP = 15
@@ -567,7 +567,7 @@ class _NumbaRunner:
 
 
 def _timed_numba_driver(variant):
-    from mdsl.codegen import numba_target as nt
+    from mdsl.targets.numba import render as nt
 
     plan = variant.plan
     parallel = variant.threads != 1  # as NumbaBackend.build renders it
@@ -615,7 +615,7 @@ class _PythonRunner:
         return _Unit(node.name, node.op_type, node.op_type, node.layer, (node.name,), flops, nbytes)
 
     def _shapes(self, tensors) -> list:
-        from mdsl.runtime.feeds import concrete_shape
+        from mdsl.targets.feeds import concrete_shape
 
         shapes = []
         for t in tensors:
@@ -626,7 +626,7 @@ class _PythonRunner:
         return shapes
 
     def run(self, env) -> np.ndarray:
-        from mdsl.runtime.interpreter import _run_node
+        from mdsl.targets.python.interpreter import _run_node
 
         values: dict = {}
         timings = np.zeros((len(self.nodes), 2))

@@ -102,7 +102,7 @@ def _executable_files(exe) -> tuple[dict, dict[str, bytes]]:
 
 
 def _variant_files(i: int, symbols: dict, variant, files: dict) -> dict:
-    from mdsl.codegen.custom_c import libraries
+    from mdsl.targets.c.custom import libraries
 
     sources = []
     for j, (name, text) in enumerate(variant.sources.items()):
@@ -404,8 +404,8 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
 
 
 def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, where: str):
-    from mdsl.codegen.c_target import render_c
-    from mdsl.runtime.c_backend import CVariant, plan_variant
+    from mdsl.targets.c.backend import CVariant, plan_variant
+    from mdsl.targets.c.render import render_c
 
     plan = plan_variant(graph, symbols)
     source = render_c(plan)

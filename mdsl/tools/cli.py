@@ -189,7 +189,7 @@ def _build(args) -> int:
 
 
 def _run(args) -> int:
-    from mdsl.runtime.interpreter import interpret
+    from mdsl.targets.python.interpreter import interpret
 
     g = _optimized(args, _graph(args), args.opt_level)
     feeds = _feeds(args, g)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mdsl.codegen.ascendc.soc import SocSpec
 from mdsl.ir.errors import CompileError
+from mdsl.targets.ascendc.soc import SocSpec
 
 BUFFER_NUM = 2  # double buffering: every queue holds two tiles
 UB_ALIGN = 32  # bytes: UB buffers start and DataCopy moves whole 32-byte blocks

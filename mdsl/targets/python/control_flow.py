@@ -55,7 +55,7 @@ def control_flow_kernel(node: Node, impl: str = "auto") -> Callable[[list, list]
     `node`, its subgraphs in the interpreter: how a compiled executable runs If, Case and
     While through its Python callback until its code generator emits them. Symbols are
     bound from the input arrays."""
-    from mdsl.runtime.interpreter import subgraph_runner  # it imports this module
+    from mdsl.targets.python.interpreter import subgraph_runner  # it imports this module
 
     def run(args: list, out_specs: list) -> list:
         symbols: dict[str, int] = {}
@@ -151,6 +151,22 @@ def bind_output_symbols(node: Node, results: list, symbols: dict, dynamic) -> No
                 _check_expression(node, f"output {t.index} dim {axis}", dim, size, symbols)
             elif dim != size:
                 raise _error(node, f"output {t.index} dim {axis}: size {size}, declared {dim}")
+
+
+def check_dynamic_bounds(node: Node, symbols: dict) -> None:
+    """A data-dependent node's bound symbols lie within their registered upper bounds
+    (what compiled backends sized the buffers by)."""
+    from mdsl.ops.dynamic import dynamic_bounds
+
+    for name, bound in dynamic_bounds(node).items():
+        if bound is None or name not in symbols:
+            continue
+        try:
+            hi = bound.evaluate(symbols) if isinstance(bound, Dim) else int(bound)
+        except ShapeError:
+            continue
+        if symbols[name] > hi:
+            raise _error(node, f"{name} = {symbols[name]} exceeds its bound {bound} = {hi}")
 
 
 def _check_array(node: Node, where: str, t: Tensor, array) -> None:

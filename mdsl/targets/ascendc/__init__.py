@@ -17,10 +17,10 @@ host C++ compiler and runs it, for checking against `mdsl.interpret`.
 ['op_host/mdsl_tiling.h', 'op_host/scale_tiling.cpp', 'op_host/scale_tiling.h']
 """
 
-from mdsl.codegen.ascendc.emulate import Emulator, run_emulated
-from mdsl.codegen.ascendc.project import AscendcProject, build_project, emit_ascendc
-from mdsl.codegen.ascendc.soc import PRESETS, SocSpec
-from mdsl.codegen.ascendc.tiling import Diagnostic, TilingError
+from mdsl.targets.ascendc.emulate import Emulator, run_emulated
+from mdsl.targets.ascendc.project import AscendcProject, build_project, emit_ascendc
+from mdsl.targets.ascendc.soc import PRESETS, SocSpec
+from mdsl.targets.ascendc.tiling import Diagnostic, TilingError
 
 
 def emit_files(graph) -> dict[str, str]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from mdsl import expr as E
 from mdsl.codegen import kir
-from mdsl.codegen.ascendc.kernels import (
+from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc.kernels import (
     RowKernel,
     RowStorePhase,
     ScalarStorePhase,
@@ -20,9 +21,8 @@ from mdsl.codegen.ascendc.kernels import (
     VectorKernel,
     inline_lets,
 )
-from mdsl.codegen.ascendc.program import NotVectorizable, VectorCode, compile_tiles
-from mdsl.codegen.ascendc.tiling import BUFFER_NUM, COMPARE_ALIGN, UB_ALIGN, Resources
-from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc.program import NotVectorizable, VectorCode, compile_tiles
+from mdsl.targets.ascendc.tiling import BUFFER_NUM, COMPARE_ALIGN, UB_ALIGN, Resources
 
 IND = "    "  # one indent level of the generated C++
 

@@ -40,7 +40,7 @@ from mdsl.ops import registry
 from mdsl.ops.bindings import Binding, expr_outputs, get_binding
 from mdsl.ops.precision import widen
 from mdsl.ops.storage import storage_kernel
-from mdsl.runtime.control_flow import control_flow_kernel
+from mdsl.targets.python.control_flow import control_flow_kernel
 
 IMPLS = ("auto", "python", "expr")
 
@@ -72,7 +72,7 @@ def node_kernel(
     """The binding chosen for `node` and a kernel running it; `symbols` (symbol -> size)
     turns symbolic dims in attrs (a Reshape target `(B, S, 64)`) into this run's ints.
     Control-flow nodes (If, Case, While) get a kernel running their subgraphs in the
-    interpreter (`mdsl.runtime.control_flow.control_flow_kernel`)."""
+    interpreter (`mdsl.targets.python.control_flow.control_flow_kernel`)."""
     if node.subgraphs:
         return Binding(node.op_type, "python", None), control_flow_kernel(node, impl)
     binding = choose_binding(node.op_type, impl)
@@ -83,7 +83,7 @@ def node_kernel(
             op_type=node.op_type,
             source=node.source,
         )
-    attrs = concrete_attrs(node.attrs, symbols or {})
+    attrs = concrete_attrs(_without_dynamic(node.attrs), symbols or {})
     make = _python_kernel if binding.backend == "python" else _expr_kernel
     kernel = make(binding, node, attrs)
     return binding, storage_kernel(node, kernel)  # tensors stored NHWC etc. (layout pass)
@@ -97,6 +97,11 @@ def _unbound_message(op_type: str, impl: str) -> str:
         f"bound: {why}); register one with mdsl.register_op_impl({op_type!r}, fn) "
         f"(numpy) or mdsl.register_op_impl({op_type!r}, fn, backend='expr')"
     )
+
+
+def _without_dynamic(attrs: dict) -> dict:
+    """Implementations never see a data-dependent node's symbol names."""
+    return {k: v for k, v in attrs.items() if k != "dynamic"} if "dynamic" in attrs else attrs
 
 
 def concrete_attrs(attrs: dict, symbols: dict) -> dict:

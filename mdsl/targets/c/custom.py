@@ -277,7 +277,7 @@ def _comment(k: kir.CustomCall) -> str:
 
 
 def _comment_text(text: str) -> str:
-    from mdsl.codegen.c_target import comment_text
+    from mdsl.targets.c.render import comment_text
 
     return comment_text(text)
 

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 import jinja2
 
-from mdsl.codegen.ascendc.body import (
+from mdsl.codegen.plan import Plan
+from mdsl.codegen.templates import template_dir
+from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc.body import (
     CTYPES,
     RowBody,
     VectorBody,
@@ -23,7 +26,7 @@ from mdsl.codegen.ascendc.body import (
     method,
     scalar_helpers,
 )
-from mdsl.codegen.ascendc.kernels import (
+from mdsl.targets.ascendc.kernels import (
     WORKSPACE,
     HostKernel,
     Im2colKernel,
@@ -31,11 +34,8 @@ from mdsl.codegen.ascendc.kernels import (
     RowKernel,
     VectorKernel,
 )
-from mdsl.codegen.ascendc.tiling import Diagnostic, RowTiling, UnitTiling
-from mdsl.codegen.c_target import comment_text
-from mdsl.codegen.plan import Plan
-from mdsl.codegen.templates import template_dir
-from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc.tiling import Diagnostic, RowTiling, UnitTiling
+from mdsl.targets.c.render import comment_text
 
 CUBE_TYPES = {
     DType.float16: "DT_FLOAT16",

@@ -11,7 +11,7 @@ the kernel, the block and the call.
 Builds are cached by content (`mdsl.codegen.toolchain`), so one graph compiles once.
 
 >>> import numpy as np, mdsl
->>> from mdsl.codegen.ascendc.project import build_project
+>>> from mdsl.targets.ascendc.project import build_project
 >>> with mdsl.Graph("axpy") as g:
 ...     x = g.input("x", (3, 100), "float16")
 ...     g.output(x * 2.0 + 1.0, "y")
@@ -34,12 +34,12 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from mdsl.codegen.ascendc.project import AscendcProject
-from mdsl.codegen.ascendc.render import tiling_fields, tiling_type
 from mdsl.codegen.templates import template_dir
 from mdsl.codegen.toolchain import Toolchain, build_library, cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
-from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.ascendc.project import AscendcProject
+from mdsl.targets.ascendc.render import tiling_fields, tiling_type
+from mdsl.targets.feeds import bind_feeds
 
 FLAGS = ("-std=c++17", "-O0", "-fPIC", "-shared", "-DASCENDC_CPU_DEBUG")  # -O0 compiles 2x faster
 ALIGN = 64
@@ -288,7 +288,7 @@ class Emulator:
 
     def _fallback(self, index: int, buffers, error: list) -> int:
         """Run a host kernel's graph nodes with numpy (the nodes' own implementations)."""
-        from mdsl.runtime.kernels import node_kernel
+        from mdsl.targets.python.kernels import node_kernel
 
         host = self._host[index]
         plan = self.project.plan
@@ -365,7 +365,7 @@ def _shape(t) -> tuple[int, ...]:
 def run_emulated(g, feeds, **options) -> dict[str, np.ndarray]:
     """Build the AscendC project of `g` for the shapes of `feeds` and run it on the CPU
     (`options` as for `build_project`)."""
-    from mdsl.codegen.ascendc.project import build_project
+    from mdsl.targets.ascendc.project import build_project
 
     if options.get("shapes") is None:
         options["shapes"] = bind_feeds(g, feeds)[1]

@@ -1,7 +1,7 @@
 """The numba backend: specialize -> plan -> render Python -> load the module -> run.
 
 It runs the same Plan as the C backend, for machines without a C compiler (and for
-comparison): `mdsl.codegen.numba_target` renders one Python module per shape variant
+comparison): `mdsl.targets.numba.render` renders one Python module per shape variant
 with one numba function per kernel and a plain-Python `run` driver.
 
 Design choices:
@@ -42,18 +42,18 @@ import numba
 import numpy as np
 from numba.core.errors import NumbaError
 
-from mdsl.codegen.c_target import uses_dims
-from mdsl.codegen.numba_target import render_numba
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
-from mdsl.runtime import numba_support
 from mdsl.runtime.executable import KernelInfo
-from mdsl.runtime.kernels import node_kernel
-from mdsl.runtime.signatures import PlanShapes, storage_shape
+from mdsl.targets.c.render import uses_dims
+from mdsl.targets.numba import support as numba_support
+from mdsl.targets.numba.render import render_numba
+from mdsl.targets.python.kernels import node_kernel
+from mdsl.targets.signatures import PlanShapes, storage_shape
 
 ALIGN = 64
 _MODULES: dict[str, types.ModuleType] = {}
@@ -174,7 +174,7 @@ class NumbaVariant:
         return self.plan.memory if self._shapes is None else self._shapes.latest
 
     def kernel_infos(self) -> list[KernelInfo]:
-        from mdsl.codegen.c_target import _KIND
+        from mdsl.targets.c.render import _KIND
 
         return [
             KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))

@@ -8,7 +8,7 @@ import numpy as np
 
 from mdsl.codegen.plan import Plan
 from mdsl.ir.graph import Graph
-from mdsl.runtime.interpreter import interpret
+from mdsl.targets.python.interpreter import interpret
 
 
 class PythonBackend:

@@ -7,7 +7,6 @@ import functools
 
 import numpy as np
 
-from mdsl.builder.apply import building_graph
 from mdsl.ir import context
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
@@ -15,6 +14,7 @@ from mdsl.ir.graph import Layer, Tensor
 from mdsl.ir.initializer import INIT_KINDS, ParamInit, seed_for
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.apply import building_graph
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ bfloat16 arithmetic, so a kernel touching a half-float buffer gets a float32 cop
 exactly as the C target does.
 
 >>> import numpy as np
->>> from mdsl.runtime import numba_support as s
+>>> from mdsl.targets.numba import support as s
 >>> int(s.idiv(-7, 2)), int(s.ifmod(-7, 2)), int(s.imod(-7, 2))
 (-3, -1, 1)
 """

@@ -17,13 +17,13 @@ import jinja2
 
 from mdsl import expr as E
 from mdsl.codegen import kir
-from mdsl.codegen.c_expr import C_TYPES, CExprRenderer, compute_type
-from mdsl.codegen.custom_c import render_call_body, render_preamble
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_dir
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.targets.c.custom import render_call_body, render_preamble
+from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
 
 INDENT = "    "
 
@@ -101,7 +101,7 @@ def _schedule_lines(plan: Plan, calls: dict[int, str], profile: bool):
     if not plan.has_control_flow:
         flat = [calls[id(k)] for k in plan.kernels]
         return flat, _timed_calls(flat) if profile else []
-    from mdsl.codegen.c_control import Schedule
+    from mdsl.targets.c.control import Schedule
 
     timed = Schedule(plan, calls, timed=True).lines(plan.kernels) if profile else []
     return Schedule(plan, calls).lines(plan.kernels), timed

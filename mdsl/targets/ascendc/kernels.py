@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from mdsl import expr as E
 from mdsl.codegen import kir
-from mdsl.codegen.ascendc.program import NotVectorizable
 from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc.program import NotVectorizable
 
 WORKSPACE = "workspace"  # pseudo-buffer: the user workspace of the kernel (im2col columns)
 

@@ -17,7 +17,7 @@ BERT-base compile once.
 
 numba has no half-float arithmetic: the driver hands a kernel a float32 copy of each
 float16/bfloat16 buffer it touches and rounds the buffers it wrote back afterwards
-(`mdsl.runtime.numba_support.widen` / `narrow`), one rounding per store as in C.
+(`mdsl.targets.numba.support.widen` / `narrow`), one rounding per store as in C.
 
 Identifiers come from the planner's names (buffer names are checked, kernel names
 reduced to ASCII identifier characters) and from this module's fixed local names; user
@@ -38,8 +38,14 @@ import numpy as np
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import contiguous_strides
-from mdsl.codegen.c_expr import compute_type
-from mdsl.codegen.c_target import (
+from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
+from mdsl.codegen.templates import template_dir
+from mdsl.ir.dim import Dim
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import CompileError
+from mdsl.targets.c.expr import compute_type
+from mdsl.targets.c.render import (
     _KIND,
     _index,
     _merge_dims,
@@ -47,13 +53,7 @@ from mdsl.codegen.c_target import (
     _with_strides,
     uses_dims,
 )
-from mdsl.codegen.dims import free_symbols, render_dim
-from mdsl.codegen.numba_expr import NumbaExprRenderer, ctor, literal
-from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
-from mdsl.codegen.templates import template_dir
-from mdsl.ir.dim import Dim
-from mdsl.ir.dtype import DType
-from mdsl.ir.errors import CompileError
+from mdsl.targets.numba.expr import NumbaExprRenderer, ctor, literal
 
 INDENT = "    "
 PAR_MIN = 32768  # elements below which a kernel stays serial (as MDSL_PAR_MIN in C)
@@ -207,7 +207,7 @@ class _ModuleRenderer:
     def add(self, k) -> None:
         name = function_name(k.name)
         if isinstance(k, kir.Branch | kir.Loop):
-            from mdsl.codegen.numba_control import control_lines
+            from mdsl.targets.numba.control import control_lines
 
             self.calls += control_lines(self, k)
             return

@@ -4,7 +4,7 @@ It is the living definition of what a graph computes; every backend and every pa
 tested against it. Feeds are validated against the declared inputs first, and every
 node's result is checked against its inferred type, so a wrong shape rule or a wrong
 reference is caught at the node that has it. Which implementation a node runs is
-decided by `mdsl.runtime.kernels.choose_binding`.
+decided by `mdsl.targets.python.kernels.choose_binding`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,14 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
-from mdsl.runtime.control_flow import run_control_flow
-from mdsl.runtime.feeds import bind_feeds, concrete_shape
-from mdsl.runtime.kernels import IMPLS, input_names, node_kernel
+from mdsl.ops.dynamic import dynamic_symbols
+from mdsl.targets.feeds import bind_feeds, concrete_shape
+from mdsl.targets.python.control_flow import (
+    bind_output_symbols,
+    check_dynamic_bounds,
+    run_control_flow,
+)
+from mdsl.targets.python.kernels import IMPLS, input_names, node_kernel
 
 
 def interpret(
@@ -30,10 +35,10 @@ def interpret(
     their output names where no tensor has that name; tensors of control-flow subgraphs
     that ran are there too, under their own names (from the last time each ran, in a
     loop). Only the taken branch of an If/Case runs, and a While's body only as
-    often as its condition holds (`mdsl.runtime.control_flow`). `impl` picks each op's
+    often as its condition holds (`mdsl.targets.python.control_flow`). `impl` picks each op's
     implementation: "auto" (the op's most recently registered "python" or "expr"
     binding), "python" (numpy first) or "expr" (expression first); see
-    `mdsl.runtime.kernels`.
+    `mdsl.targets.python.kernels`.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:
@@ -93,6 +98,8 @@ def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, rec
     if node.subgraphs:  # If, Case, While: only the taken subgraphs run (runtime.control_flow)
         return run_control_flow(node, args, symbols, subgraph_runner(impl, record))
     binding, kernel = node_kernel(node, impl, symbols)
+    if dynamic_symbols(node):  # sizes only its result decides (docs/dynamic-shapes.md)
+        return _run_data_dependent(node, binding.backend, kernel, args, symbols)
     try:
         out_specs = [  # storage shape: a tensor the layout pass stored as NHWC is held so
             (concrete_shape(t.type.storage_shape, symbols), t.type.dtype.np) for t in node.outputs
@@ -113,6 +120,25 @@ def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, rec
         _checked_result(node, binding.backend, value, spec, args)
         for value, spec in zip(results, out_specs)
     ]
+
+
+def _run_data_dependent(node: Node, backend: str, kernel, args: list, symbols: dict) -> list:
+    """Run a node whose output sizes depend on its input values: its dynamic symbols
+    are bound from the result arrays, checked against their ranges and bounds."""
+    try:
+        results = [np.asarray(r) for r in kernel(args, None)]
+        if len(results) != len(node.outputs):
+            raise ExecutionError(
+                f"implementation returned {len(results)} values for {len(node.outputs)} outputs"
+            )
+        bind_output_symbols(node, results, symbols, dynamic_symbols(node))
+        check_dynamic_bounds(node, symbols)
+    except MdslError as e:
+        raise _node_error(node, backend, e.message, args, type(e)) from None
+    except Exception as e:
+        message = f"implementation raised {type(e).__name__}: {e}"
+        raise _node_error(node, backend, message, args) from e
+    return results
 
 
 def _checked_result(node: Node, backend: str, value, spec: tuple, args: list) -> np.ndarray:

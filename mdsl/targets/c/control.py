@@ -14,8 +14,8 @@ stored the offending value in `dims[len(plan.symbols)]`.
 from __future__ import annotations
 
 from mdsl.codegen import kir
-from mdsl.codegen.c_expr import C_TYPES
 from mdsl.codegen.dims import render_dim
+from mdsl.targets.c.expr import C_TYPES
 
 INDENT = "    "
 
@@ -158,6 +158,6 @@ def _comment(k) -> str:
 
 
 def _comment_text(text: str) -> str:
-    from mdsl.codegen.c_target import comment_text
+    from mdsl.targets.c.render import comment_text
 
     return comment_text(text)

@@ -21,7 +21,7 @@ import numpy as np
 from mdsl.codegen.memory import MemoryPlan
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import ExecutionError
-from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.feeds import bind_feeds
 
 MAX_LAYOUTS = 64  # memory layouts kept per variant (each a few arrays: cheap)
 

@@ -17,8 +17,14 @@ from pathlib import Path
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast_strides, contiguous_strides
-from mdsl.codegen.ascendc.body import RowBody, VectorBody
-from mdsl.codegen.ascendc.kernels import (
+from mdsl.codegen.plan import Plan, build_plan
+from mdsl.codegen.plan import kernel_buffers as plan_kernel_buffers
+from mdsl.codegen.specialize import specialize
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import CompileError
+from mdsl.ir.graph import Graph
+from mdsl.targets.ascendc.body import RowBody, VectorBody
+from mdsl.targets.ascendc.kernels import (
     HostKernel,
     Im2colKernel,
     MatmulKernel,
@@ -29,8 +35,8 @@ from mdsl.codegen.ascendc.kernels import (
     adapt_pointwise,
     adapt_rowwise,
 )
-from mdsl.codegen.ascendc.program import NotVectorizable
-from mdsl.codegen.ascendc.render import (
+from mdsl.targets.ascendc.program import NotVectorizable
+from mdsl.targets.ascendc.render import (
     MatmulTiling,
     PlannedKernel,
     _signature,
@@ -41,8 +47,8 @@ from mdsl.codegen.ascendc.render import (
     tiling_fields,
     tiling_type,
 )
-from mdsl.codegen.ascendc.soc import SocSpec
-from mdsl.codegen.ascendc.tiling import (
+from mdsl.targets.ascendc.soc import SocSpec
+from mdsl.targets.ascendc.tiling import (
     BUFFER_NUM,
     Diagnostic,
     RowTiling,
@@ -51,13 +57,7 @@ from mdsl.codegen.ascendc.tiling import (
     align_up,
     plan_rows,
 )
-from mdsl.codegen.c_target import comment_text
-from mdsl.codegen.plan import Plan, build_plan
-from mdsl.codegen.plan import kernel_buffers as plan_kernel_buffers
-from mdsl.codegen.specialize import specialize
-from mdsl.ir.dtype import DType
-from mdsl.ir.errors import CompileError
-from mdsl.ir.graph import Graph
+from mdsl.targets.c.render import comment_text
 
 ORIGIN = {
     kir.Pointwise: "pointwise",

@@ -13,8 +13,6 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from mdsl.codegen.c_target import render_c, uses_dims
-from mdsl.codegen.custom_c import link_args
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
@@ -22,8 +20,10 @@ from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.runtime.executable import KernelInfo
-from mdsl.runtime.kernels import node_kernel
-from mdsl.runtime.signatures import PlanShapes, storage_shape
+from mdsl.targets.c.custom import link_args
+from mdsl.targets.c.render import render_c, uses_dims
+from mdsl.targets.python.kernels import node_kernel
+from mdsl.targets.signatures import PlanShapes, storage_shape
 
 _FFI = cffi.FFI()
 _FFI.cdef(
@@ -117,7 +117,7 @@ class CVariant:
         return self._shapes.latest
 
     def kernel_infos(self) -> list[KernelInfo]:
-        from mdsl.codegen.c_target import _KIND
+        from mdsl.targets.c.render import _KIND
 
         return [
             KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))

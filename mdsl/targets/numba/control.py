@@ -3,7 +3,7 @@
 The driver is plain Python, so a `kir.Branch` is an `if`/`elif` chain and a `kir.Loop`
 a `while True` loop; blocks run their kernels (rendered by the module renderer, as at
 top level), copy the results not computed in place, and bind the node's dynamic dims,
-exactly as the C schedule does (`mdsl.codegen.c_control`): loop-carried values are
+exactly as the C schedule does (`mdsl.targets.c.control`): loop-carried values are
 double-buffered by swapping two array names, a failed check stores its value in
 `dims[len(plan.symbols)]` and returns its status (`len(plan.all_kernels()) + 1 + i`
 for `plan.failures[i]`).
@@ -103,6 +103,6 @@ def _indented(lines) -> list[str]:
 
 
 def _comment(text: str) -> str:
-    from mdsl.codegen.numba_target import comment_text
+    from mdsl.targets.numba.render import comment_text
 
     return comment_text(text)

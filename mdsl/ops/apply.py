@@ -13,6 +13,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError, GraphError, MdslError
 from mdsl.ir.graph import Graph, Tensor
 from mdsl.ir.source import user_source
+from mdsl.ops.dynamic import DYNAMIC, data_dependent_spec, fresh_dynamic_names
 from mdsl.ops.registry import OpDef, Slot
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
@@ -41,13 +42,22 @@ def apply_op(opdef: OpDef, inputs: list, attrs: dict, name: str | None = None):
     where = prospective_name(opdef.op_type, name)
     try:
         flat = _bind_inputs(g, opdef, inputs)
-        checked_attrs = opdef.check_attrs(attrs)
+        checked_attrs = opdef.check_attrs(_with_dynamic_names(g, opdef, flat, attrs))
         types = opdef.infer_types([None if t is None else t.type for t in flat], checked_attrs)
     except MdslError as e:
         raise e.with_context(node=where, op_type=opdef.op_type, source=source) from None
     node = g._new_node(opdef.op_type, flat, checked_attrs, name=name, types=types, source=source)
     outs = node.outputs
     return outs[0] if len(outs) == 1 and not opdef.outputs[-1].variadic else tuple(outs)
+
+
+def _with_dynamic_names(g: Graph, opdef: OpDef, flat: list, attrs: dict) -> dict:
+    """`attrs`, with fresh names for a data-dependent op's run-time symbols when the
+    caller gave none (docs/dynamic-shapes.md)."""
+    if data_dependent_spec(opdef.op_type) is None or attrs.get(DYNAMIC):
+        return attrs
+    types = [None if t is None else t.type for t in flat]
+    return {**attrs, DYNAMIC: fresh_dynamic_names(g, opdef.op_type, types, attrs)}
 
 
 def prospective_name(op_type: str, name: str | None) -> str:

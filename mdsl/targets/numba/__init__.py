@@ -1,0 +1,1 @@
+"""The numba target: Kernel IR rendered as a Python module of numba kernels."""

@@ -102,7 +102,7 @@ _TABLE = [
     *_same("Elu", "LeakyRelu", "HardSigmoid", "Flatten", "Transpose", "Gather"),
     *_same("Concat", "Einsum", "GatherElements", "ScatterElements", "DepthToSpace"),
     *_same("GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"),
-    *_same("GatherND", "ScatterND"),
+    *_same("GatherND", "ScatterND", "ConvTranspose"),
     OpMapping("SpaceToDepth", "SpaceToDepth", ignored=(("mode", "DCR"),)),
     *_same("Mod", "Gemm", "ArgMax", "ArgMin", "DequantizeLinear", "Shape", "Conv"),
     OpMapping("Gelu", "Gelu", since=20),

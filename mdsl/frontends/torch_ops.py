@@ -321,6 +321,20 @@ def conv(b, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
     return b.op("Conv", x, w, None if bias is None else b.v(bias), **attrs)
 
 
+@handles("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def conv_transpose(
+    b, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    x, w = b.v(input), b.v(weight)
+    n = x.ndim - 2
+    pads = _tuple(padding, n)
+    return b.op(
+        "ConvTranspose", x, w, None if bias is None else b.v(bias),
+        strides=_tuple(stride, n), pads=pads + pads, dilations=_tuple(dilation, n),
+        group=int(groups), output_padding=_tuple(output_padding, n),
+    )  # fmt: skip
+
+
 def _tuple(value, n: int) -> tuple:
     if isinstance(value, (list, tuple)):
         return tuple(int(v) for v in value)
@@ -905,6 +919,15 @@ def _conv_module(b, m, input):
     if m.padding_mode != "zeros":
         raise GraphError(f"{type(m).__name__} with padding_mode={m.padding_mode!r}")
     return conv(b, input, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups)
+
+
+@module_handler("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+def _conv_transpose_module(b, m, input, output_size=None):
+    if m.padding_mode != "zeros" or output_size is not None:
+        raise GraphError(f"{type(m).__name__} with padding_mode or output_size")
+    return conv_transpose(
+        b, input, m.weight, m.bias, m.stride, m.padding, m.output_padding, m.groups, m.dilation
+    )
 
 
 @module_handler("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")

@@ -24,6 +24,7 @@ from mdsl.ops.activation import (
 )
 from mdsl.ops.concatenation import concat, split
 from mdsl.ops.contraction import einsum
+from mdsl.ops.conv_transpose import conv_transpose
 from mdsl.ops.creation import constant_of_shape, range
 from mdsl.ops.cumulative import cumsum
 from mdsl.ops.elementwise import (

@@ -247,15 +247,15 @@ def test_used_maxpool_indices_are_refused():
 # -- errors ------------------------------------------------------------------------------------
 def test_unsupported_ops_are_listed_together_with_counts():
     nodes = [
-        helper.make_node("ConvTranspose", ["x", "w"], ["a"]),
-        helper.make_node("ConvTranspose", ["a", "w"], ["b"]),
-        helper.make_node("NonMaxSuppression", ["b", "b"], ["c"]),
+        helper.make_node("MaxUnpool", ["x", "w"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("MaxUnpool", ["a", "w"], ["b"], kernel_shape=[1, 1]),
+        helper.make_node("LpPool", ["b"], ["c"], kernel_shape=[1, 1]),
         helper.make_node("Relu", ["c"], ["y"]),
     ]
     m = model(nodes, [value("x", [1, 1, 4, 4]), value("w", [1, 1, 1, 1])], [value("y", None)])
     with pytest.raises(mdsl.GraphError) as info:
         mo.load(m)
-    assert "unsupported op types: ConvTranspose (2), NonMaxSuppression (1)" in str(info.value)
+    assert "unsupported op types: LpPool (1), MaxUnpool (2)" in str(info.value)
 
 
 def test_unsupported_types_and_domains_are_listed():

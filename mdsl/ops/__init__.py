@@ -27,6 +27,7 @@ from mdsl.ops.contraction import einsum
 from mdsl.ops.conv_transpose import conv_transpose
 from mdsl.ops.creation import constant_of_shape, range
 from mdsl.ops.cumulative import cumsum
+from mdsl.ops.detection import non_max_suppression, nonzero
 from mdsl.ops.elementwise import (
     abs,
     add,

@@ -1,9 +1,12 @@
 """Build hook: the wheel carries `csrc/templates` inside the package as `mdsl/_templates`.
 
-Everything else about the package is declared in pyproject.toml.
+Everything else about the package is declared in pyproject.toml. Build scratch (`build/`,
+`mdsl.egg-info`) goes to a temporary folder, so building a wheel leaves the checkout clean.
 """
 
+import atexit
 import shutil
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -25,4 +28,10 @@ class BuildPyWithTemplates(build_py):
         shutil.copytree(TEMPLATES, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-setup(cmdclass={"build_py": BuildPyWithTemplates})
+SCRATCH = tempfile.mkdtemp(prefix="mdsl-build-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+
+setup(
+    cmdclass={"build_py": BuildPyWithTemplates},
+    options={"build": {"build_base": SCRATCH}, "egg_info": {"egg_base": SCRATCH}},
+)

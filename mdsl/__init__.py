@@ -16,7 +16,6 @@ _moved.install()  # old import paths of moved modules keep working
 
 from mdsl import expr, frontends, ops, passes  # frontends loads onnx/torch on first use
 from mdsl.builder.control_flow import cond, switch, while_loop
-from mdsl.codegen.emit import emit
 from mdsl.ir import dtype as _dtype
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -38,12 +37,13 @@ from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, In, check
 from mdsl.ops.scopes import device, layer, param, scope
 from mdsl.passes.manager import optimize
-from mdsl.runtime.compare import compare
 from mdsl.runtime.compile import compile
+from mdsl.runtime.emit import emit
 from mdsl.runtime.saved import load_executable
 from mdsl.targets.python.interpreter import interpret
 from mdsl.tools import viz
 from mdsl.tools.bisection import bisect
+from mdsl.tools.compare import compare
 from mdsl.tools.diff import diff
 
 bool_ = DType.bool_
@@ -58,3 +58,7 @@ ND, NCHW, NHWC, NC1HWC0, FRACTAL_NZ = (
 )
 
 __version__ = "0.1.0"
+
+# signatures, reprs and tracebacks name the public classes as users import them
+for _public in (Graph, Node, Tensor, Layer, TensorType, DType, Format, Dim):
+    _public.__module__ = "mdsl"

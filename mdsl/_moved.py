@@ -38,6 +38,8 @@ MOVED = {
     "mdsl.runtime.control_flow": "mdsl.targets.python.control_flow",
     "mdsl.runtime.feeds": "mdsl.targets.feeds",
     "mdsl.runtime.signatures": "mdsl.targets.signatures",
+    "mdsl.codegen.emit": "mdsl.runtime.emit",
+    "mdsl.runtime.compare": "mdsl.tools.compare",
 }
 
 

@@ -31,6 +31,7 @@ from mdsl.ir.graph import OUTPUT, Graph, Layer, Node, Tensor
 from mdsl.ir.rewrite import mark_changed
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops import control_flow as cf
 from mdsl.ops.apply import building_graph, scalar_const
 from mdsl.ops.registry import get_op
@@ -40,6 +41,7 @@ _SCALARS = (bool, int, float, np.number, np.bool_)
 
 
 # -- public builders ---------------------------------------------------------------------------
+@api_boundary
 def cond(
     pred,
     then_fn: Callable,
@@ -74,6 +76,7 @@ def cond(
     return _branching(cf.IF, pred, fns, shapes, name or "cond", "mdsl.cond")
 
 
+@api_boundary
 def switch(index, branches: Sequence[Callable], *, shapes=None, name: str | None = None):
     """A Case node: runs `branches[index]()` only; an index outside the list is an
     ExecutionError at run time.
@@ -102,6 +105,7 @@ def switch(index, branches: Sequence[Callable], *, shapes=None, name: str | None
     return _branching(cf.CASE, index, fns, shapes, name or "switch", "mdsl.switch")
 
 
+@api_boundary
 def while_loop(
     cond_fn: Callable,
     body_fn: Callable,

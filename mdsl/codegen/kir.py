@@ -5,7 +5,8 @@ records; every target (C, numba, AscendC) renders from them and never looks at t
 again. Sizes, strides and offsets are ints, or in a symbolic plan `mdsl.ir.dim.Dim`
 expressions over the plan's slot identifiers (`dim0`, ...; see `mdsl.codegen.plan`),
 rendered by `mdsl.codegen.dims.render_dim`. Control flow is `Branch` and `Loop` kernels
-holding `Block`s of kernels (`walk_kernels` lists them all).
+holding `Block`s of kernels (`walk_kernels` lists them all). Each kernel class names
+its kind (`KIND`, e.g. "row reduction") for READMEs, kernel tables and profiles.
 
 Addressing is affine: an `Access` reads or writes buffer elements at
 `offset + sum(index[d] * strides[d])` over the kernel's iteration space, which covers
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from mdsl.expr import Expr
 from mdsl.ir.dtype import DType
@@ -62,6 +64,8 @@ class Store:
 @dataclass(slots=True)
 class Pointwise:
     """for index in shape: lets...; stores...  (loads are the `loads` variables)."""
+
+    KIND: ClassVar[str] = "pointwise"  # what tables and profiles call it
 
     name: str
     nodes: list[NodeRef]
@@ -108,6 +112,8 @@ class Rowwise:
     `Store` (reduced-shape output, row index 0).
     """
 
+    KIND: ClassVar[str] = "row reduction"  # what tables and profiles call it
+
     name: str
     nodes: list[NodeRef]
     outer_shape: tuple[int, ...]
@@ -144,6 +150,8 @@ class Gemm:
     `batch_shape`; matrices are row-major with leading dims lda/ldb/ldc.
     """
 
+    KIND: ClassVar[str] = "GEMM + epilogue"  # what tables and profiles call it
+
     name: str
     nodes: list[NodeRef]
     dtype: DType
@@ -161,11 +169,16 @@ class Gemm:
     alpha: float
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
+    packed_b: str = ""  # a constant b packed for the C target (`mdsl.codegen.packing`)
 
 
 @dataclass(slots=True)
 class Conv:
     """2-D convolution (NCHW, OIHW weights, groups) as im2col + GEMM, plus epilogue."""
+
+    KIND: ClassVar[str] = (
+        "convolution (im2col + GEMM) + epilogue"  # what tables and profiles call it
+    )
 
     name: str
     nodes: list[NodeRef]
@@ -186,15 +199,22 @@ class Conv:
     pad: tuple[int, int]  # top, left (bottom/right follow from the output size)
     dilation: tuple[int, int]
     group: int
-    scratch: str  # im2col buffer
+    scratch: str  # im2col buffer (the padded input for a direct convolution)
     scratch_elems: int
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
+    # the C target's convolution on packed weights (`mdsl.codegen.packing`): the weight
+    # panels, the offset of each tap in the source, the width of the output grid
+    packed_w: str = ""
+    offsets: str = ""
+    grid_width: int = 0
 
 
 @dataclass(slots=True)
 class Pool:
     """Max or average pooling over the spatial dims of NCHW."""
+
+    KIND: ClassVar[str] = "pooling"  # what tables and profiles call it
 
     name: str
     nodes: list[NodeRef]
@@ -217,6 +237,8 @@ class Pool:
 class Callback:
     """A node without generated code: the compiled graph calls back into Python."""
 
+    KIND: ClassVar[str] = "Python callback"  # what tables and profiles call it
+
     name: str
     nodes: list[NodeRef]
     index: int  # position in the executable's callback table
@@ -233,6 +255,8 @@ class CustomCall:
     Types are (dtype, shape) per tensor, None for an absent optional input; `attrs` are
     the op's attrs as doubles in prototype order (NaN for non-numeric ones).
     """
+
+    KIND: ClassVar[str] = "custom C op"  # what tables and profiles call it
 
     name: str
     nodes: list[NodeRef]
@@ -295,6 +319,8 @@ class Branch:
     chosen block runs; its results land in `outputs`, then `bindings[block]` bind the
     node's dynamic dims."""
 
+    KIND: ClassVar[str] = "control flow: branch"  # what tables and profiles call it
+
     name: str
     nodes: list[NodeRef]
     kind: str
@@ -327,6 +353,8 @@ class Loop:
     the current state into `outputs`. More than `max_iterations` runs of the body fail
     with `failure`. `init_bindings` / `bindings` bind the loop's dynamic dims from the
     initial values / the body's results."""
+
+    KIND: ClassVar[str] = "control flow: loop"  # what tables and profiles call it
 
     name: str
     nodes: list[NodeRef]

@@ -37,11 +37,20 @@ def node_ref(node: Node) -> kir.NodeRef:
 class Context:
     """What lowering needs from the planner: buffer names, scratch, callbacks."""
 
-    def __init__(self, buffer_of, scratch, callback):
+    def __init__(self, buffer_of, scratch, callback, derived_constant=None):
         self.buffer_of = buffer_of  # Tensor -> buffer name
         self.scratch = scratch  # (elements, dtype) -> buffer name
         self.callback = callback  # Node -> callback index
+        # (numpy array, dtype) -> name of a new constant buffer; None: the target takes
+        # only the graph's own constants (weights are then never repacked at plan time)
+        self.derived_constant = derived_constant
         self._ids = itertools.count()
+
+    @property
+    def c_target(self) -> bool:
+        """Whether the plan is the C target's, whose kernels also read packed constants
+        and operands in place through a Transpose (the other targets' do neither)."""
+        return self.derived_constant is not None
 
     def fresh(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast_strides, contiguous_strides
+from mdsl.codegen.gemm_fold import fold_batch_into_rows
 from mdsl.codegen.lower import (
     Context,
     Unsupported,
@@ -18,6 +19,8 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
+from mdsl.codegen.packing import with_packed_conv_weights, with_packed_weights
+from mdsl.codegen.strided_operands import transpose_view
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
@@ -91,6 +94,15 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     k = a_shape[-2] if trans_a else a_shape[-1]
     n = b_shape[-2] if trans_b else b_shape[-1]
     batch = _batch_shape(a_shape, b_shape)
+    a_access, lda = _batch_access(ctx, a, a_shape, batch), a_shape[-1]
+    b_access, ldb = _batch_access(ctx, b, b_shape, batch), b_shape[-1]
+    if anchor.op_type == "MatMul" and ctx.c_target:  # Transpose outputs read in place
+        a_view = transpose_view(a) if len(a.shape) >= 2 and len(b.shape) >= 2 else None
+        b_view = transpose_view(b) if len(a.shape) >= 2 and len(b.shape) >= 2 else None
+        if a_view is not None:
+            a_access, trans_a, lda = _view_access(ctx, a_view, batch), a_view.transposed, a_view.ld
+        if b_view is not None:
+            b_access, trans_b, ldb = _view_access(ctx, b_view, batch), b_view.transposed, b_view.ld
     space = (*batch, m, n)
     acc = E.var("acc")
     anchor_value = acc
@@ -104,25 +116,28 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
     target = _result_buffer(ctx, anchor, outputs)
     out_strides = tuple(s * m * n for s in contiguous_strides(batch))
-    return kir.Gemm(
+    gemm = kir.Gemm(
         kernel_name(ctx, nodes),
         [node_ref(x) for x in nodes],
         dtype,
         batch,
-        _batch_access(ctx, a, a_shape, batch),
-        _batch_access(ctx, b, b_shape, batch),
+        a_access,
+        b_access,
         kir.Access(target, dtype, 0, out_strides),
         m,
         n,
         k,
         trans_a,
         trans_b,
-        a_shape[-1],
-        b_shape[-1],
+        lda,
+        ldb,
         float(alpha),
         _unless_trivial(epilogue, target),
         space,
     )
+    if not ctx.c_target:  # the other targets tile and name their GEMMs by the graph's shapes
+        return gemm
+    return with_packed_weights(ctx, fold_batch_into_rows(gemm), b)
 
 
 def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:
@@ -144,13 +159,22 @@ def _batch_access(ctx: Context, t: Tensor, shape, batch) -> kir.Access:
     return kir.Access(ctx.buffer_of(t), t.dtype, 0, tuple(s * matrix for s in own))
 
 
+def _view_access(ctx: Context, view, batch) -> kir.Access:
+    """Per-batch offsets of a transposed view: its leading strides broadcast to `batch`
+    (dims of size 1 and missing leading dims repeat)."""
+    lead = [0 if size == 1 else stride for size, stride in zip(view.shape[:-2], view.strides[:-2])]
+    own = [0] * (len(batch) - len(lead)) + lead
+    return kir.Access(ctx.buffer_of(view.tensor), view.tensor.dtype, 0, tuple(own))
+
+
 def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Conv:
+    """A 2-D convolution, or a 1-D one as 2-D over a height of 1 (the same memory)."""
     anchor, members = nodes[0], nodes[1:]
     x, w = anchor.inputs[:2]
     bias = anchor.inputs[2] if len(anchor.inputs) > 2 else None
     out = anchor.outputs[0]
-    if len(x.shape) != 4 or out.dtype != DType.float32 or x.dtype != DType.float32:
-        raise Unsupported("only 2-D float32 convolution is generated")
+    if len(x.shape) not in (3, 4) or out.dtype != DType.float32 or x.dtype != DType.float32:
+        raise Unsupported("only 1-D and 2-D float32 convolution is generated")
     if any(t.type.storage_format not in (None,) for t in (x, out)):
         raise Unsupported("stored layouts")
     _static_but_batch(x, w, out)
@@ -159,22 +183,27 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         tuple(w.shape[2:]), attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
     )
     pad = concrete_padding(window, tuple(x.shape[2:]))
-    n, c, h, wi = x.shape
-    cout, cg, kh, kw = w.shape
-    oh, ow = out.shape[2:]
+    strides, begins, dilations = tuple(window.strides), tuple(pad.begins), tuple(window.dilations)
+    n, c, *in_spatial = x.shape
+    cout, cg, *kernel = w.shape
+    out_spatial = list(out.shape[2:])
+    if len(in_spatial) == 1:  # 1-D: a row of height 1
+        in_spatial, kernel, out_spatial = [1, *in_spatial], [1, *kernel], [1, *out_spatial]
+        strides, begins, dilations = (1, *strides), (0, *begins), (1, *dilations)
+    (h, wi), (kh, kw), (oh, ow) = in_spatial, kernel, out_spatial
     group = attrs["group"]
     space = tuple(out.shape)
     acc = E.var("acc")
     extra = {}
     anchor_value = acc
     if bias is not None:
-        extra["bias"] = kir.Access(ctx.buffer_of(bias), bias.dtype, 0, (0, 1, 0, 0))
+        extra["bias"] = kir.Access(
+            ctx.buffer_of(bias), bias.dtype, 0, (0, 1) + (0,) * (len(space) - 2)
+        )
         anchor_value = acc + E.var("bias")
     epilogue = _epilogue(ctx, anchor_value, members, anchor, outputs, space, extra)
     target = _result_buffer(ctx, anchor, outputs)
-    pointwise_1x1 = (
-        (kh, kw) == (1, 1) and window.strides == (1, 1) and not any(pad.begins + pad.ends)
-    )
+    pointwise_1x1 = (kh, kw) == (1, 1) and strides == (1, 1) and not any(pad.begins + pad.ends)
     scratch_elems = 0 if pointwise_1x1 else cg * kh * kw * oh * ow
     conv = kir.Conv(
         kernel_name(ctx, nodes),
@@ -192,15 +221,18 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         kw,
         oh,
         ow,
-        tuple(window.strides),
-        tuple(pad.begins),
-        tuple(window.dilations),
+        strides,
+        begins,
+        dilations,
         group,
-        ctx.scratch(scratch_elems, DType.float32) if scratch_elems else "",
+        "",
         scratch_elems,
         _unless_trivial(epilogue, target),
         space,
     )
+    conv = with_packed_conv_weights(ctx, conv, w)
+    if conv.scratch_elems:
+        conv.scratch = ctx.scratch(conv.scratch_elems, DType.float32)
     return conv
 
 

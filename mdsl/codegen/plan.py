@@ -51,6 +51,7 @@ from mdsl.codegen.lower import (
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
+from mdsl.codegen.strided_operands import read_in_place
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError, ShapeError
@@ -366,7 +367,8 @@ class _PlanBuilder:
         self.control_flow = control_flow
         self.of_tensor: dict[Tensor, str] = {}
         self.output_copies: list[tuple[str, Tensor]] = []
-        self.ctx = Context(self.buffer_of, self.scratch, self.callback)
+        derived = self.derived_constant if c_bindings else None
+        self.ctx = Context(self.buffer_of, self.scratch, self.callback, derived)
         self.scratch_step: dict[str, int] = {}
 
     # -- buffers ------------------------------------------------------------------------------
@@ -412,6 +414,13 @@ class _PlanBuilder:
             self.plan.constants.append(np.ascontiguousarray(node.const_value()))
             self.of_tensor[t] = self._add(f"c{slot}", t, t.dtype, _numel(t), "const", slot)
 
+    def derived_constant(self, value: np.ndarray, dtype: DType) -> str:
+        """A constant buffer holding `value`, made from the graph's constants at plan time
+        (a weight packed into the layout its kernel reads)."""
+        slot = len(self.plan.constants)
+        self.plan.constants.append(np.ascontiguousarray(value))
+        return self._add(f"c{slot}", None, dtype, int(value.size), "const", slot)
+
     def failure(self, node: Node, message: str) -> int:
         """Register a run-time check failing with `message` at `node`; its index."""
         from mdsl.codegen.lower import node_ref
@@ -432,7 +441,10 @@ class _PlanBuilder:
     def lower_graph(self, g: Graph) -> list:
         """The kernels of graph (or subgraph) `g`, in schedule order."""
         kernels = []
+        uses = use_map(g)
         for group in ordered_groups(g):
+            if self.c_bindings and _read_in_place(group, uses):
+                continue  # its readers take its source with permuted strides
             kernels.extend(self.lower_group(group))
         return kernels
 
@@ -589,6 +601,14 @@ def _lower_whole(ctx: Context, group: _Group) -> list:
     raise Unsupported(f"no generated form for {_ops(nodes)}")
 
 
+def _read_in_place(group: _Group, uses) -> bool:
+    """A lone Transpose whose every reader is a GEMM reading its source in place."""
+    if len(group.nodes) != 1 or group.nodes[0].op_type != "Transpose":
+        return False
+    node = group.nodes[0]
+    return read_in_place(node, uses.get(node.outputs[0], []))
+
+
 def kernel_buffers(k) -> tuple[set[str], set[str]]:
     """(buffers read, buffers written) by one kernel."""
     if isinstance(k, kir.Pointwise):
@@ -598,6 +618,8 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return {a.buffer for a in k.loads.values()}, writes
     if isinstance(k, (kir.Gemm, kir.Conv)):
         reads = {k.a.buffer, k.b.buffer} if isinstance(k, kir.Gemm) else {k.x, k.w}
+        packed = (k.packed_b,) if isinstance(k, kir.Gemm) else (k.packed_w, k.offsets)
+        reads |= {b for b in packed if b}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv) and k.scratch:
             writes.add(k.scratch)

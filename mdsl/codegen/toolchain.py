@@ -21,8 +21,11 @@ from pathlib import Path
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.naming import file_stem
+from mdsl.log import get_logger, timed
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +107,10 @@ def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Pat
     entry = cache_dir() / key
     library = entry / file_name
     if _entry_ok(entry, library):
+        _log.info("C library %s: cache hit (%s)", file_name, key)
         return library
-    _build_entry(source, toolchain, entry, library.name)
+    with timed(_log, "C compile %s (%d lines, cache miss %s)", file_name, source.count("\n"), key):
+        _build_entry(source, toolchain, entry, library.name)
     return library
 
 

@@ -602,6 +602,22 @@ class _Importer:
         finally:
             self.values, self._imported, self._scope_base = saved
 
+    def bound_slice_ends(self, shape: tuple, attrs: dict) -> None:
+        """A static dim sliced to an input's symbol (`position_table[:S]`) means the
+        model takes S up to that size: the symbol's range says so, feeds are checked
+        against it, and the slice's length is exactly S."""
+        starts, ends = attrs.get("starts") or (), attrs.get("ends") or ()
+        axes = attrs.get("axes") or tuple(range(len(starts)))
+        for axis, start, end in zip(axes, starts, ends):
+            dim = shape[axis] if -len(shape) <= axis < len(shape) else None
+            name = end.name if isinstance(end, Dim) else None
+            if not isinstance(dim, int) or name not in self._symbols or not isinstance(start, int):
+                continue
+            if not 0 <= start <= dim:
+                continue
+            for symbol in (self._symbols[name], end):
+                symbol.max = dim if symbol.max is None else min(symbol.max, dim)
+
     # -- helpers for rules ---------------------------------------------------------------
     def current_graph(self) -> Graph:
         return context.current_graph()
@@ -651,6 +667,8 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         if value is not None:
             attrs[spec.attr] = attr_from_array(value, opdef.attrs[spec.attr].kind, spec.attr)
     inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs)) if i not in attr_inputs]
+    if mapping.mdsl_type == "Slice" and inputs and inputs[0] is not None:
+        ctx.bound_slice_ends(inputs[0].shape, attrs)
     with ctx.scope_of(node) as leaf:
         return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
 

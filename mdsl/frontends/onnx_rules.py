@@ -21,6 +21,7 @@ import numpy as np
 
 from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
 from mdsl.frontends.onnx_values import array_from_tensor_proto, attr_from_array
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError
 from mdsl.ops.registry import get_op
@@ -268,9 +269,15 @@ def range_(ctx, node) -> list:
     values = [
         ctx.constant_input(node, i, what) for i, what in enumerate(("start", "limit", "delta"))
     ]
-    dtype = DType.of(values[0].dtype)
-    start, limit, delta = (float(v.reshape(-1)[0]) for v in values)
+    dtype = ctx.type_of(node.inputs[0]).dtype
+    start, limit, delta = (_scalar_or_dim(v) for v in values)
     return _mapped(ctx, node, {"start": start, "limit": limit, "delta": delta, "dtype": dtype}, [])
+
+
+def _scalar_or_dim(value: np.ndarray):
+    """A one-element compile-time value: a float, or a Dim (a shape-derived count)."""
+    v = value.reshape(-1)[0]
+    return v if isinstance(v, Dim) else float(v)
 
 
 @rule("GroupNormalization")

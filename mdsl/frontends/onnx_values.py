@@ -13,7 +13,7 @@ import numpy as np
 
 from mdsl.frontends.onnx_ops import dtype_from_onnx, onnx_type_name
 from mdsl.ir.dim import Dim
-from mdsl.ir.errors import GraphError
+from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.tensor_type import TensorType
 
 
@@ -126,8 +126,8 @@ def evaluate_node(node, args: list) -> list[np.ndarray] | None:
             return None
         try:
             return [normalized(np.asarray(rule(node, *args)))]
-        except (ValueError, TypeError, IndexError, ArithmeticError, GraphError):
-            return None
+        except (ValueError, TypeError, IndexError, ArithmeticError, MdslError):
+            return None  # e.g. a slice to a symbolic end: a run-time node computes it
     return _reference(node, args)
 
 

@@ -199,6 +199,8 @@ class _Builder:
         self.current_key = key
         try:
             return handler(self, *args, **kwargs)
+        except MdslError:
+            raise
         except TypeError as e:
             raise GraphError(f"torch call {key!r} with unexpected arguments: {e}") from None
 

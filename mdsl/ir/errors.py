@@ -10,6 +10,8 @@ it is, so the first line of a traceback is enough to find the offending code:
 
 from __future__ import annotations
 
+import difflib
+
 
 class MdslError(Exception):
     """Base of every error mdsl raises on purpose."""
@@ -50,12 +52,15 @@ class GraphError(MdslError):
     """The graph's structure is wrong: names, edges, cycles, files, misuse of the builder."""
 
 
-class ShapeError(MdslError):
-    """Shapes do not fit an op's rules (raised at build time by shape inference)."""
+class ShapeError(MdslError, ValueError):
+    """Shapes do not fit an op's rules (raised at build time by shape inference).
+
+    Also a `ValueError`, so code that handles bad values generically catches it too.
+    """
 
 
-class DTypeError(MdslError):
-    """A dtype is outside what an op accepts or produces."""
+class DTypeError(MdslError, TypeError):
+    """A dtype is outside what an op accepts or produces (also a `TypeError`)."""
 
 
 class CompileError(MdslError):
@@ -64,3 +69,18 @@ class CompileError(MdslError):
 
 class ExecutionError(MdslError):
     """Running a graph failed: bad feeds, or a node's implementation raised."""
+
+
+def did_you_mean(keyword: str, known) -> str:
+    """`" (did you mean `strides=`?)"` when a known keyword is close to `keyword`, else "".
+
+    >>> did_you_mean("stride", ["strides", "pads"])
+    ' (did you mean `strides=`?)'
+    """
+    close = difflib.get_close_matches(keyword, list(known), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}=`?)" if close else ""
+
+
+# tracebacks then say `mdsl.ShapeError`, the name users import and catch
+for _error in (MdslError, GraphError, ShapeError, DTypeError, CompileError, ExecutionError):
+    _error.__module__ = "mdsl"

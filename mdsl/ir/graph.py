@@ -20,6 +20,7 @@ from mdsl.ir.initializer import ParamInit
 from mdsl.ir.naming import Namespace
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -242,6 +243,7 @@ class Graph:
         return self._use_cache[1]
 
     # -- structural nodes (pinned builder API) ---------------------------------------------
+    @api_boundary
     def input(self, name: str, shape, dtype="float32", format="ND") -> Tensor:
         """Declare a graph input. String dims are symbolic (`("N", 3, 224, 224)`)."""
         self._check_building("input")
@@ -254,6 +256,7 @@ class Graph:
         node = self._new_node(INPUT, [], {}, name=name, types=[ttype], exact_name=True)
         return node.outputs[0]
 
+    @api_boundary
     def const(self, name: str, value) -> Tensor:
         """A constant tensor holding `value` (a copy, read-only), named in the current layer."""
         self._check_building("const")
@@ -273,6 +276,7 @@ class Graph:
         node = self._new_node(CONST, [], {"value": array}, name=name, types=[ttype])
         return node.outputs[0]
 
+    @api_boundary
     def output(self, tensor: Tensor, name: str) -> None:
         """Mark `tensor` as the graph output `name` (records node `Output_<name>`)."""
         self._check_building("output")

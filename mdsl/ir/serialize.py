@@ -25,6 +25,7 @@ from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import Graph, Layer, Node, Tensor
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 
 FORMAT = "mdsl-graph"
 VERSION = 1
@@ -111,6 +112,7 @@ def graph_to_json(g: Graph) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+@api_boundary
 def save(g: Graph, path) -> None:
     """Write `g` to `path` (a zip: graph.json + constants/*.npy), atomically."""
     store = _ArrayStore(inline=False)
@@ -331,6 +333,7 @@ def graph_from_json(text: str | bytes) -> Graph:
     return _decode_document(text, _ArraySource(None))
 
 
+@api_boundary
 def load(path) -> Graph:
     """Read a graph written by `save`; GraphError on anything malformed."""
     try:

@@ -18,29 +18,50 @@ from __future__ import annotations
 import functools
 import inspect
 
+from mdsl.ir.errors import GraphError, MdslError
+from mdsl.ir.source import user_source
+from mdsl.ir.tracebacks import api_boundary
+from mdsl.ops.signature import misuse_message
+
 
 def with_device(builder):
     """`builder` accepting `device=`: its nodes are placed there (None: the scope's)."""
 
     @functools.wraps(builder)
+    @api_boundary
     def build(*args, device: str | None = None, **kwargs):
-        if device is None:
-            return builder(*args, **kwargs)
-        from mdsl.ops.scopes import device as device_scope
+        try:
+            if device is None:
+                return builder(*args, **kwargs)
+            from mdsl.ops.scopes import device as device_scope
 
-        with device_scope(device):
-            return builder(*args, **kwargs)
+            with device_scope(device):
+                return builder(*args, **kwargs)
+        except MdslError:  # DTypeError is a TypeError too: it is the builder's own answer
+            raise
+        except TypeError as e:  # a call that does not fit the signature: say how to fix it
+            raise _misuse_error(builder, args, kwargs) or e from None
 
     for key in ("opdef", "op_type"):
         if hasattr(builder, key):
             setattr(build, key, getattr(builder, key))
-    build.__signature__ = _with_device_parameter(inspect.signature(builder, follow_wrapped=False))
+    build.__signature__ = _with_device_parameter(_signature(builder))
     return build
+
+
+def _signature(builder) -> inspect.Signature:
+    """The builder's signature, its string annotations evaluated where they can be."""
+    try:
+        return inspect.signature(builder, follow_wrapped=False, eval_str=True)
+    except Exception:  # an annotation naming something only a type checker sees
+        return inspect.signature(builder, follow_wrapped=False)
 
 
 def _with_device_parameter(sig: inspect.Signature) -> inspect.Signature:
     params = [p for p in sig.parameters.values() if p.name != "device"]
-    device = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None)
+    device = inspect.Parameter(
+        "device", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None
+    )
     at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
     return sig.replace(parameters=[*params[:at], device, *params[at:]])
 
@@ -52,3 +73,19 @@ def add_device_keyword(namespace: dict) -> None:
             continue
         if getattr(value, "__module__", "").startswith("mdsl.ops."):
             namespace[name] = with_device(value)
+
+
+def _misuse_error(builder, args, kwargs) -> GraphError | None:
+    """A GraphError for a call not fitting `builder`'s signature, or None if it fits."""
+    message = misuse_message(builder, args, kwargs)
+    if message is None:
+        return None
+    from mdsl.ops.apply import prospective_name
+
+    leaf = getattr(builder, "op_type", None) or builder.__name__
+    return GraphError(
+        message,
+        node=prospective_name(leaf, kwargs.get("name")),
+        op_type=getattr(builder, "op_type", None),
+        source=user_source(),
+    )

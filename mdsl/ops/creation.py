@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
@@ -88,8 +89,37 @@ def _range(*, start, limit, delta, dtype):
     return TensorType((range_length(start, limit, delta),), dtype)
 
 
-def range_length(start: float, limit: float, delta: float) -> int:
-    return max(math.ceil((limit - start) / delta), 0)
+def range_length(start, limit, delta):
+    """max(ceil((limit - start) / delta), 0); with a symbolic start or limit, delta must
+    be an integer and the symbols' ranges must prove the length is not negative."""
+    if not isinstance(start, Dim) and not isinstance(limit, Dim):
+        return max(math.ceil((limit - start) / delta), 0)
+    check(float(delta).is_integer(), f"a symbolic Range needs an integer delta, got {delta}")
+    step = int(delta)
+    bounds = [_as_int_bound(v) for v in (start, limit)]
+    span = (bounds[1] - bounds[0]) if step > 0 else (bounds[0] - bounds[1])
+    check(
+        _never_negative(span),
+        f"Range({start}, {limit}, {delta}): the symbols' ranges do not prove it is non-empty",
+    )
+    return (span + abs(step) - 1) // abs(step)
+
+
+def _as_int_bound(v):
+    if isinstance(v, Dim):
+        return v
+    check(float(v).is_integer(), f"a symbolic Range needs integer bounds, got {v}")
+    return int(v)
+
+
+def _never_negative(span) -> bool:
+    """Whether `span` (an int, or bare symbol plus a constant) is >= 0 for every value
+    its symbol's declared range allows."""
+    if isinstance(span, int):
+        return span >= 0
+    constant = span.terms.get((), 0)
+    rest = span - constant
+    return isinstance(rest, Dim) and rest.name is not None and rest.min + constant >= 0
 
 
 def range(start, limit, delta=1, *, dtype=None, name: str | None = None):

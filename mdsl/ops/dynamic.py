@@ -111,5 +111,7 @@ def checked_size(value, where: str) -> int | Dim:
         return value
     try:
         return as_dim(int(value), where=where)
+    except ShapeError:  # as_dim's own message (a ShapeError is a ValueError too)
+        raise
     except (OverflowError, ValueError, TypeError):
         raise ShapeError(f"{where}: size {value!r} is not a valid dim (0 to {MAX_DIM})") from None

@@ -176,6 +176,8 @@ def slice(x, *, starts, ends, axes, steps):
 
 def sliced_length(dim, start, end, step):
     check(step != 0, "slice step must not be 0")
+    if isinstance(dim, int) and (isinstance(start, Dim) or isinstance(end, Dim)):
+        return _static_dim_symbolic_bounds(dim, start, end, step)
     if isinstance(dim, int):
         return len(range(*_py_slice(start, end, step).indices(dim)))
     check(step > 0, f"negative slice steps need a static dim, got {dim}")
@@ -183,6 +185,33 @@ def sliced_length(dim, start, end, step):
     end = dim if end >= INT_MAX // 2 else (dim + end if end < 0 else end)
     length = end - start
     return length if step == 1 else (length + step - 1) // step
+
+
+def _static_dim_symbolic_bounds(dim: int, start, end, step):
+    """`x[start:end]` of a static dim with symbolic bounds (a position table sliced to
+    the sequence length S): exact only when the bounds' declared ranges prove
+    0 <= start <= end <= dim, since the clamping ONNX does is not an expression."""
+    check(step == 1, f"a slice with symbolic bounds needs step 1, got {step}")
+    lo_start, hi_start = _range_of(start)
+    lo_end, hi_end = _range_of(end)
+    check(
+        lo_start >= 0
+        and hi_start is not None
+        and lo_end >= hi_start
+        and hi_end is not None
+        and hi_end <= dim,
+        f"slice [{start}:{end}] of a dim of {dim}: its bounds' ranges do not prove "
+        f"0 <= start <= end <= {dim} (declare the symbols with max <= {dim})",
+    )
+    return end - start
+
+
+def _range_of(d) -> tuple[int, int | None]:
+    if isinstance(d, int):
+        return d, d
+    if d.name is not None:
+        return d.min, d.max
+    return -1, None  # an expression: no range known
 
 
 _py_slice = builtins.slice
@@ -240,26 +269,11 @@ register_op_impl("Identity", lambda x: x.copy())
 )
 def _expand(x, *, shape):
     """Broadcast `x` against `shape` (numpy rules, both ways: a 1 in `shape` keeps the
-    input's dim), ONNX Expand."""
+    input's dim), ONNX Expand. A size-1 dim stretches to a symbolic target dim: kernels
+    read the output's shape, and the runtime evaluates the attr for the reference."""
     check(all(not (isinstance(d, int) and d < 0) for d in shape), f"negative dim in {_s(shape)}")
     out = broadcast_shapes(x.shape, shape)
-    _check_symbolic_targets(x.shape, shape, out)
     return TensorType(out, x.dtype)
-
-
-def _check_symbolic_targets(in_shape, target, out) -> None:
-    """A symbolic target dim must already be the input's dim there: kernels see attrs,
-    not the symbols' run-time values, so they could not know how far to stretch."""
-    offset = len(out) - len(in_shape)
-    for i, d in enumerate(target, start=len(out) - len(target)):
-        if not isinstance(d, Dim):
-            continue
-        source = in_shape[i - offset] if i >= offset else 1
-        check(
-            source == out[i] and not (isinstance(source, int) and source == 1),
-            f"cannot expand to symbolic dim {d} at axis {i}: the input has {source} there; "
-            "broadcast against a tensor of that shape instead (e.g. x + zeros)",
-        )
 
 
 def expand(x, shape, *, name: str | None = None):
@@ -280,8 +294,7 @@ def expand(x, shape, *, name: str | None = None):
 
 
 def _expand_ref(x, *, shape):
-    target = [1 if isinstance(d, Dim) else d for d in shape]
-    return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(target))).copy()
+    return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))).copy()
 
 
 @op_proto(

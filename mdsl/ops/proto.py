@@ -10,8 +10,10 @@ import inspect
 
 from mdsl.ir.errors import GraphError
 from mdsl.ir.source import user_source
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.apply import apply_op, prospective_name
 from mdsl.ops.registry import OpDef, get_op, make_slots, register
+from mdsl.ops.signature import bind_call, builder_doc, builder_signature
 
 
 def op_proto(
@@ -63,29 +65,28 @@ def op_proto(
 def make_builder(opdef: OpDef, template=None):
     """A function that records an `opdef.op_type` node from Tensors and attrs.
 
-    The definition is looked up at each call, so re-declaring an op type updates the
+    Its signature and docstring come from the definition (`mdsl.ops.signature`). The
+    definition is looked up at each call, so re-declaring an op type updates the
     builders made from earlier declarations too (a later registration wins).
     """
     op_type = opdef.op_type
 
-    def builder(*args, name: str | None = None, **attrs):
+    @api_boundary
+    def builder(*args, name: str | None = None, **kwargs):
         opdef = get_op(op_type)
-        n_inputs = len(opdef.inputs)
-        if len(args) > n_inputs:
-            raise GraphError(
-                f"takes {n_inputs} inputs, got {len(args)}",
-                node=prospective_name(opdef.op_type, name),
-                op_type=opdef.op_type,
-                source=user_source(),
-            )
-        args = list(args)
-        for slot in opdef.inputs[len(args) :]:  # inputs passed by keyword
-            args.append(attrs.pop(slot.name, None))
-        return apply_op(opdef, args, attrs, name)
+        try:
+            inputs, attrs = bind_call(opdef, args, kwargs)
+        except GraphError as e:
+            where = prospective_name(op_type, name)
+            raise e.with_context(node=where, op_type=op_type, source=user_source()) from None
+        return apply_op(opdef, inputs, attrs, name)
 
     if template is not None:
         functools.update_wrapper(builder, template)
-        builder.__wrapped__ = None  # keep the builder's own signature in help()
+    builder.__wrapped__ = None
+    del builder.__wrapped__  # help() and inspect show the signature below, not infer's
+    builder.__signature__ = builder_signature(opdef)
+    builder.__doc__ = builder_doc(opdef)
     builder.opdef = opdef
     builder.op_type = opdef.op_type
     return builder

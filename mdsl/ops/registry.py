@@ -17,7 +17,7 @@ import numpy as np
 from mdsl.ir import dtype as dtypes
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError
+from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError, did_you_mean
 
 CATEGORIES = ("pointwise", "reduction", "extern", "data_movement", "opaque", "structural")
 
@@ -69,7 +69,7 @@ class Attr:
     `Attr(str, default="none", choices=("none", "tanh"))`, `Attr(float, required=True)`.
 
     Types: int, float, bool, str, mdsl.DType, np.ndarray, and lists `[int]`, `[float]`,
-    `[str]` (stored as tuples). Integer attrs also hold symbolic `Dim`s.
+    `[str]` (stored as tuples). Integer and float attrs also hold symbolic `Dim`s.
     """
 
     __slots__ = ("choices", "default", "doc", "kind")
@@ -96,10 +96,10 @@ class Attr:
             return None
         try:
             out = _COERCE[self.kind](value)
-        except (TypeError, ValueError):
-            raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
         except MdslError as e:  # e.g. an unknown dtype name: say which attr held it
             raise type(e)(f"attr {name!r}: {e.message}") from None
+        except (TypeError, ValueError):
+            raise GraphError(f"attr {name!r} expects {self.kind}, got {value!r:.60}") from None
         if self.choices is not None and out not in self.choices:
             raise GraphError(f"attr {name!r} must be one of {self.choices}, got {value!r}")
         return out
@@ -126,6 +126,8 @@ def _as_int(v):
 
 
 def _as_float(v):
+    if isinstance(v, Dim):  # a count known at run time (Range's limit S)
+        return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
         raise TypeError
     return float(v)
@@ -189,7 +191,11 @@ class OpDef:
         unknown = set(given) - set(self.attrs)
         if unknown:
             known = ", ".join(self.attrs) or "none"
-            raise GraphError(f"unknown attr {', '.join(sorted(unknown))} (known: {known})")
+            first = sorted(unknown)[0]
+            raise GraphError(
+                f"unknown attr {', '.join(sorted(unknown))} (known: {known})"
+                + did_you_mean(first, self.attrs)
+            )
         out = {}
         for name, spec in self.attrs.items():
             if name in given:

@@ -14,6 +14,7 @@ from mdsl.ir.graph import Layer, Tensor
 from mdsl.ir.initializer import INIT_KINDS, ParamInit, seed_for
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.apply import building_graph
 
 
@@ -72,6 +73,7 @@ def layer(fn=None, *, name: str | None = None):
     qualname = f"{fn.__module__}.{fn.__qualname__}"
 
     @functools.wraps(fn)
+    @api_boundary
     def wrapper(*args, **kwargs):
         with _enter_layer(scope_name, qualname):
             return fn(*args, **kwargs)
@@ -80,6 +82,7 @@ def layer(fn=None, *, name: str | None = None):
     return wrapper
 
 
+@api_boundary
 def param(
     name: str, shape, dtype="float32", init="normal", seed: int | None = None, scale: float = 0.02
 ) -> Tensor:

@@ -10,6 +10,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import Tensor
 from mdsl.ir.source import user_source
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops import elementwise as ew
 from mdsl.ops import indexing, linalg, movement, reduce
 
@@ -179,7 +180,7 @@ def install() -> None:
         "__array_ufunc__": None,  # numpy defers to our reflected operators
     }
     for name, fn in methods.items():
-        setattr(Tensor, name, fn)
+        setattr(Tensor, name, api_boundary(fn) if callable(fn) else fn)
 
 
 install()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.rewrite import all_graphs, clone_graph
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ir.verify import verify
 
 # Where a pass sits in `mdsl.optimize`'s pipeline (see `optimize_pipeline`):
@@ -311,6 +312,7 @@ def optimize_pipeline(level: int) -> list[tuple[list[PassInfo], bool]]:
     return groups
 
 
+@api_boundary
 def optimize(g: Graph, level: int = 2, *, debug: bool | None = None) -> Graph:
     """A new, optimized graph (`g` is never mutated); `pass_log` lists every pass run.
 

@@ -6,11 +6,15 @@ import warnings
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.tracebacks import api_boundary
+from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import Executable
+from mdsl.targets import registry
 
-BACKENDS = ("c", "numba", "python")
+_log = get_logger(__name__)
 
 
+@api_boundary
 def compile(
     g: Graph,
     backend: str = "c",
@@ -58,60 +62,34 @@ def compile(
         return compile_hetero(
             g, devices, opt_level=opt_level, threads=threads, march_native=march_native
         )
-    if backend not in BACKENDS:
-        raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    optimized = optimize(g, level=opt_level)
+    buildable = registry.target_names("build")
+    if backend not in buildable:
+        raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(buildable)}")
+    with timed(_log, "optimize %r (level %d)", g.name, opt_level):
+        optimized = optimize(g, level=opt_level)
     debug_outputs = None
     if debug:
         from mdsl.runtime.materialize import materialize_all
 
         debug_outputs = materialize_all(optimized)
-    return Executable(
-        optimized,
-        _backend(backend, march_native),
-        threads=threads,
-        debug_outputs=debug_outputs,
-        specialize=specialize,
-    )
-
-
-def backend_class(name: str):
-    """The class of backend `name` (not instantiated)."""
-    if name == "c":
-        from mdsl.targets.c.backend import CBackend
-
-        return CBackend
-    if name == "python":
-        from mdsl.targets.python.backend import PythonBackend
-
-        return PythonBackend
-    from mdsl.targets.numba.backend import NumbaBackend
-
-    return NumbaBackend
-
-
-def _backend(name: str, march_native: bool):
-    if name == "c" and not _has_c_compiler():
-        warnings.warn(
-            "no C compiler found (set $CC or install gcc): compiling with backend='numba'",
-            RuntimeWarning,
-            stacklevel=3,
+    with timed(_log, "build %r for %s", g.name, backend):
+        return Executable(
+            optimized,
+            make_backend(backend, march_native),
+            threads=threads,
+            debug_outputs=debug_outputs,
+            specialize=specialize,
         )
-        name = "numba"
-    if name == "c":
-        from mdsl.targets.c.backend import CBackend
-
-        return CBackend(march_native)
-    if name == "python":
-        from mdsl.targets.python.backend import PythonBackend
-
-        return PythonBackend()
-    from mdsl.targets.numba.backend import NumbaBackend
-
-    return NumbaBackend()
 
 
-def _has_c_compiler() -> bool:
-    from mdsl.codegen.toolchain import find_compiler
-
-    return find_compiler() is not None
+def make_backend(name: str, march_native: bool = True):
+    """The target object an Executable of backend `name` builds with: `name`'s, or, on a
+    machine where it cannot build (a C compiler missing), its fallback's, with a warning."""
+    cls = registry.target_class(name)
+    reason = getattr(cls, "unavailable", lambda: None)()
+    if reason is not None and getattr(cls, "fallback", None):
+        warnings.warn(
+            f"{reason}: compiling with backend={cls.fallback!r}", RuntimeWarning, stacklevel=3
+        )
+        name = cls.fallback
+    return registry.make_target(name, march_native=march_native)

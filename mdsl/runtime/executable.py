@@ -27,25 +27,16 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
 from mdsl.targets.feeds import bind_feeds
+from mdsl.targets.registry import KernelInfo
 
 MAX_VARIANTS = 16
 SYMBOLIC = ()  # the signature key of the symbolic build
-
-
-@dataclass(frozen=True, slots=True)
-class KernelInfo:
-    """One kernel of a compiled variant: its name, kind and the nodes it computes."""
-
-    name: str
-    kind: str
-    nodes: tuple[str, ...]
 
 
 class Executable:

@@ -55,9 +55,9 @@ def compile_hetero(
     accelerator per other device. `devices` must name the host, where graph inputs and
     outputs live.
     """
-    from mdsl.runtime.compile import BACKENDS
+    from mdsl.targets.registry import target_names
 
-    devices = _checked_devices(devices, BACKENDS)
+    devices = _checked_devices(devices, target_names("build"))
     policy = policy or PlacementPolicy.for_devices(devices)
     if policy.host not in devices:
         raise CompileError(

@@ -118,6 +118,7 @@ class Profile:
     wall: tuple[float, ...]
     run_starts: tuple[float, ...]  # time.perf_counter() at each run's start
     symbols: dict[str, int] = field(default_factory=dict)
+    timed: str = "kernels"  # or "nodes", for a variant without Kernel IR (python)
 
     @property
     def runs(self) -> int:
@@ -126,7 +127,7 @@ class Profile:
     @property
     def unit(self) -> str:
         """What was timed: "kernels", or "nodes" for the python backend."""
-        return "nodes" if self.backend == "python" else "kernels"
+        return self.timed
 
     @property
     def wall_mean(self) -> float:
@@ -233,7 +234,7 @@ class Profile:
         """Chrome trace events: one "X" (complete) event per run and per kernel per run,
         times in microseconds from the first run's start; kernels nest in their run."""
         pid, tid = 1, 1
-        unit = "node" if self.backend == "python" else "kernel"
+        unit = self.timed[:-1]
         events: list[dict] = [
             _meta("process_name", pid, None, f"mdsl {self.graph} ({self.backend})"),
             _meta("thread_name", pid, tid, "run"),
@@ -348,7 +349,7 @@ def _clip(text: str, width: int) -> str:
 
 def _shorten(path: str, width: int) -> str:
     """A long layer path as its first part, an ellipsis and as much of its end as fits."""
-    from mdsl.runtime.compare import _shorten_path
+    from mdsl.tools.compare import _shorten_path
 
     return _shorten_path(path, width)
 
@@ -535,125 +536,42 @@ def _plan_units(variant, symbols: Mapping[str, int] | None = None) -> list[_Unit
     return units
 
 
-class _CRunner:
-    def __init__(self, variant, symbols=None):
-        self.variant = variant
-        self.units = _plan_units(variant, symbols)
-
-    def run(self, env) -> np.ndarray:
-        _, timings = self.variant.run_profiled(env)
-        return timings
-
-
-class _NumbaRunner:
-    """Runs a timed copy of the numba variant's driver: the same call lines, a clock
-    read around each top-level kernel's (a control-flow kernel is timed as a whole, the
-    kernels of its blocks not), executed among the module's compiled functions."""
-
-    def __init__(self, variant, symbols=None):
-        self.variant = variant
-        self.units = _plan_units(variant, symbols)
-        self.driver = _timed_numba_driver(variant)
-
-    def run(self, env) -> np.ndarray:
-        timings = np.zeros((len(self.units), 2))
-        try:
-            self.variant.run_driver(self.driver, env, timings, time.perf_counter)
-        except MdslError as e:
-            if "numba could not compile" not in e.message:
-                raise
-            raise ExecutionError(f"graph {self.variant.plan.graph.name!r}: {e.message}") from e
-        return timings
-
-
-def _timed_numba_driver(variant):
-    from mdsl.targets.numba import render as nt
-
-    plan = variant.plan
-    parallel = variant.threads != 1  # as NumbaBackend.build renders it
-    if nt.render_numba(plan, parallel=parallel) != next(iter(variant.sources.values())):
-        raise ExecutionError(
-            f"graph {plan.graph.name!r}: this numba variant was not rendered by this mdsl; "
-            "it cannot be profiled"
-        )
-    renderer = nt._ModuleRenderer(plan, nt._env().get_template("kernel.py.j2"), parallel)
-    dims = ", dims, offsets, sizes" if nt.uses_dims(plan) else ""
-    lines = [f"def run_profile(inputs, outputs, consts, arena, callback{dims}, timings, clock):"]
-    lines += ["    " + line for line in nt._buffer_lines(plan)]
-    lines.append("    t0 = clock()")
-    index = {id(k): i for i, k in enumerate(plan.all_kernels())}
-    for k in plan.kernels:
-        step = index[id(k)]
-        first = len(renderer.calls)
-        renderer.add(k)
-        lines.append("    start = clock()")
-        lines += ["    " + line for line in renderer.calls[first:]]
-        lines.append(f"    timings[{step}, 0] = start - t0")
-        lines.append(f"    timings[{step}, 1] = clock() - start")
-    lines.append("    return 0")
-    namespace = dict(variant.module.__dict__)  # the compiled kernels, np, rt
-    code = compile("\n".join(lines) + "\n", f"<profile of {variant.path.name}>", "exec")
-    exec(code, namespace)
-    return namespace["run_profile"]
-
-
-class _PythonRunner:
-    """Times each node of the interpreter (inputs and constants are not timed)."""
-
-    def __init__(self, graph: Graph, symbols: dict[str, int]):
-        self.graph = graph
-        self.symbols = symbols
-        self.nodes = [n for n in graph if n.op_type not in (INPUT, CONST, OUTPUT)]
-        self.units = [self._unit(n) for n in self.nodes]
-
-    def _unit(self, node: Node) -> _Unit:
-        ins, outs = self._shapes(node.inputs), self._shapes(node.outputs)
+def _node_units(graph: Graph, symbols: dict[str, int]) -> list[_Unit]:
+    """One unit per node a variant without Kernel IR times: every node but the inputs,
+    constants and outputs, in order (the rows of its `run_profiled` timings)."""
+    units = []
+    for node in graph:
+        if node.op_type in (INPUT, CONST, OUTPUT):
+            continue
+        ins, outs = _known_shapes(node.inputs, symbols), _known_shapes(node.outputs, symbols)
         tensors = zip([*node.inputs, *node.outputs], [*ins, *outs])
         known = all(s is not None for t, s in tensors if t is not None)
         flops = node_flops(node, ins, outs) if known else 0
         nbytes = node_bytes(node, ins, outs) if known else 0
-        return _Unit(node.name, node.op_type, node.op_type, node.layer, (node.name,), flops, nbytes)
-
-    def _shapes(self, tensors) -> list:
-        from mdsl.targets.feeds import concrete_shape
-
-        shapes = []
-        for t in tensors:
-            try:
-                shapes.append(None if t is None else concrete_shape(t.shape, self.symbols))
-            except MdslError:  # a data-dependent dim
-                shapes.append(None)
-        return shapes
-
-    def run(self, env) -> np.ndarray:
-        from mdsl.targets.python.interpreter import _run_node
-
-        values: dict = {}
-        timings = np.zeros((len(self.nodes), 2))
-        step = 0
-        t0 = time.perf_counter()
-        for node in self.graph:
-            if node.op_type == OUTPUT:
-                continue
-            timed = node.op_type not in (INPUT, CONST)
-            start = time.perf_counter()
-            results = _run_node(node, values, env, "auto", self.symbols, {})
-            if timed:
-                timings[step] = start - t0, time.perf_counter() - start
-                step += 1
-            values.update(zip(node.outputs, results))
-        return timings
+        units.append(
+            _Unit(node.name, node.op_type, node.op_type, node.layer, (node.name,), flops, nbytes)
+        )
+    return units
 
 
-def _runner(exe, variant, symbols: dict[str, int]):
-    backend = getattr(exe.backend, "name", "")
-    if backend == "python":
-        return _PythonRunner(variant.graph, symbols)
-    if hasattr(variant, "run_profiled"):
-        return _CRunner(variant, symbols)
-    if backend == "numba":
-        return _NumbaRunner(variant, symbols)
-    raise ExecutionError(f"backend {backend!r} cannot be profiled")
+def _known_shapes(tensors, symbols: dict[str, int]) -> list:
+    from mdsl.targets.feeds import concrete_shape
+
+    shapes = []
+    for t in tensors:
+        try:
+            shapes.append(None if t is None else concrete_shape(t.shape, symbols))
+        except MdslError:  # a data-dependent dim
+            shapes.append(None)
+    return shapes
+
+
+def _units(exe, variant, symbols: dict[str, int]) -> list[_Unit]:
+    if not callable(getattr(variant, "run_profiled", None)):
+        raise ExecutionError(f"backend {exe.backend.name!r} cannot be profiled")
+    if variant.plan is None:
+        return _node_units(variant.graph, symbols)
+    return _plan_units(variant, symbols)
 
 
 # -- the entry point ---------------------------------------------------------------------------
@@ -664,16 +582,16 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
             raise ExecutionError(f"profile: {name} must be an int >= {least}, got {value!r}")
     env, symbols = bind_feeds(exe.graph, feeds)
     variant = exe._variant(symbols)
-    runner = _runner(exe, variant, symbols)
+    units = _units(exe, variant, symbols)
     for _ in range(warmup):
-        runner.run(env)
+        variant.run_profiled(env)
     rows, wall, starts = [], [], []
     for _ in range(runs):
         start = time.perf_counter()
-        rows.append(runner.run(env))
+        rows.append(variant.run_profiled(env)[1])
         wall.append(time.perf_counter() - start)
         starts.append(start)
-    timings = np.stack(rows) if rows else np.zeros((0, len(runner.units), 2))
+    timings = np.stack(rows) if rows else np.zeros((0, len(units), 2))
     kernels = [
         KernelProfile(
             u.name,
@@ -686,6 +604,9 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
             tuple(float(s) for s in timings[:, i, 0]),
             tuple(float(d) for d in timings[:, i, 1]),
         )
-        for i, u in enumerate(runner.units)
+        for i, u in enumerate(units)
     ]
-    return Profile(exe.graph.name, exe.backend.name, kernels, tuple(wall), tuple(starts), symbols)
+    timed = "kernels" if variant.plan is not None else "nodes"
+    return Profile(
+        exe.graph.name, exe.backend.name, kernels, tuple(wall), tuple(starts), symbols, timed
+    )

@@ -54,6 +54,7 @@ import zipfile
 from pathlib import Path
 
 from mdsl.ir.errors import CompileError, MdslError
+from mdsl.targets.registry import target_class
 
 FORMAT = "mdsl-executable"
 VERSION = 1
@@ -102,8 +103,6 @@ def _executable_files(exe) -> tuple[dict, dict[str, bytes]]:
 
 
 def _variant_files(i: int, symbols: dict, variant, files: dict) -> dict:
-    from mdsl.targets.c.custom import libraries
-
     sources = []
     for j, (name, text) in enumerate(variant.sources.items()):
         member = f"variants/{i}/{j}-{_safe_name(name)}"
@@ -116,7 +115,7 @@ def _variant_files(i: int, symbols: dict, variant, files: dict) -> dict:
         files[member] = Path(library).read_bytes()
         entry["library"] = _entry(member, files[member])
         entry["custom_libraries"] = [
-            {"path": p, "sha256": _sha256(Path(p).read_bytes())} for p in libraries(variant.plan)
+            {"path": p, "sha256": _sha256(Path(p).read_bytes())} for p in variant.linked_libraries()
         ]
     return entry
 
@@ -228,7 +227,9 @@ def load_executable(path, *, key: bytes | str | None = None, threads: int | None
         threads = manifest.get("threads") if threads is None else threads
         variants = {}
         for entry in manifest["variants"]:
-            signature, variant = _load_variant(reader, entry, graph, threads, where)
+            signature, variant = _load_variant(
+                reader, entry, graph, threads, manifest["backend"], where
+            )
             if variant is not None:
                 variants[signature] = variant
     return Executable(
@@ -253,15 +254,13 @@ class LoadedBackend:
     @property
     def symbolic(self) -> bool:
         """Whether the real backend builds symbolic variants (without making it)."""
-        from mdsl.runtime.compile import backend_class
-
-        return getattr(backend_class(self.name), "symbolic", False)
+        return getattr(target_class(self.name), "symbolic", False)
 
     def build(self, graph, symbols, threads):
         if self._backend is None:
-            from mdsl.runtime.compile import _backend
+            from mdsl.runtime.compile import make_backend
 
-            self._backend = _backend(self.name, self.march_native)
+            self._backend = make_backend(self.name, self.march_native)
         return self._backend.build(graph, symbols, threads)
 
 
@@ -363,7 +362,7 @@ def _read_verified(reader: _Reader, entry, where: str) -> bytes:
     return data
 
 
-def _load_variant(reader: _Reader, entry, graph, threads, where: str):
+def _load_variant(reader: _Reader, entry, graph, threads, backend: str, where: str):
     """(shape signature, variant), the variant None unless it has a library to load."""
     if not isinstance(entry, dict) or not isinstance(entry.get("symbols"), dict):
         raise CompileError(f"{where}: a variant of the manifest is malformed")
@@ -378,7 +377,14 @@ def _load_variant(reader: _Reader, entry, graph, threads, where: str):
         return signature, None
     library = _read_verified(reader, entry["library"], where)
     _check_custom_libraries(_list_of_dicts(entry.get("custom_libraries"), where), where)
-    return signature, _c_variant(graph, symbols, sources, library, threads, where)
+    load = getattr(target_class(backend), "load_variant", None)
+    if load is None:
+        raise CompileError(f"{where}: backend {backend!r} cannot load a saved library")
+    path = _private_copy(library, next(iter(sources), "graph"))
+    try:
+        return signature, load(graph, symbols, sources, path, threads)
+    except CompileError as e:
+        raise CompileError(f"{where}: {e.message}") from None
 
 
 def _list_of_dicts(value, where: str) -> list[dict]:
@@ -401,26 +407,6 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
                 f"{where}: the custom op library {path} changed since the executable was "
                 "saved; refusing to load it"
             )
-
-
-def _c_variant(graph, symbols: dict, sources: dict, library: bytes, threads, where: str):
-    from mdsl.targets.c.backend import CVariant, plan_variant
-    from mdsl.targets.c.render import render_c
-
-    plan = plan_variant(graph, symbols)
-    source = render_c(plan)
-    if list(sources.values()) != [source]:
-        raise CompileError(
-            f"{where}: the saved C source{_signature_text(symbols)} differs from what this "
-            "mdsl generates for the saved graph (another mdsl version, or custom op bindings "
-            "registered differently); register the same bindings, or compile the graph again"
-        )
-    path = _private_copy(library, next(iter(sources), "graph.c"))
-    return CVariant(plan, sources, path, threads)
-
-
-def _signature_text(symbols: dict) -> str:
-    return f" for {symbols}" if symbols else ""
 
 
 _PRIVATE: list[Path] = []

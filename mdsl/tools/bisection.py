@@ -56,7 +56,9 @@ from mdsl.passes.manager import (
     get_pass,
     optimize_pipeline,
 )
-from mdsl.runtime.compare import (
+from mdsl.targets.registry import can, target_class
+from mdsl.tools.compare import (
+    _BACKENDS,
     TABLE_WIDTH,
     CompareRow,
     _promotion_target,
@@ -69,7 +71,6 @@ from mdsl.runtime.compare import (
 from mdsl.tools.diff import GraphDiff, diff, type_text
 
 UNOPTIMIZED = "(unoptimized)"
-COMPILED = ("c", "numba")  # backends whose kernels follow the fusion groups
 SHOWN_TOUCHED = 30
 
 
@@ -543,7 +544,7 @@ def bisect(
         got = _evaluate(step, run.after, feeds, backend, run_backend, want, rtol, atol, report)
         if step.ok is False or step.error:
             _explain(report, run.info.name, last_graph, run.after, got, last_values)
-            if step.ok is False and backend in COMPILED:
+            if step.ok is False and _fuses(backend):
                 _GroupBisection(report, run.after, feeds, run_backend, want, on_step).run(got)
             return report
         last_graph, last_values = run.after, got
@@ -553,16 +554,20 @@ def bisect(
 def _step_runner(backend: str):
     """How each step's graph runs: compare's runner, except that a compiled backend
     compiles the graph as it is (`opt_level=0`), where compare's would optimize it again."""
-    from mdsl.runtime.compile import BACKENDS, compile
+    from mdsl.runtime.compile import compile
 
-    if backend == "python" or backend not in BACKENDS:
+    if backend in _BACKENDS or not can(backend, "build"):
         return _runner(backend)
-    _runner(backend)  # the same error as compare's for a backend this machine lacks
 
     def run(g: Graph, feeds):
         return compile(g, backend, opt_level=0, debug=True).run(feeds, capture=True)
 
     return run
+
+
+def _fuses(backend: str) -> bool:
+    """Whether `backend`'s kernels follow the fusion groups (a group can then be blamed)."""
+    return can(backend, "build") and target_class(backend).fuses
 
 
 def _evaluate(step, graph, feeds, backend, run_backend, want, rtol, atol, report) -> Mapping:

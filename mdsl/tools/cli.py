@@ -27,6 +27,7 @@ from collections import Counter
 
 from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph
+from mdsl.targets.registry import target_names
 from mdsl.tools.model_inputs import (
     load_feeds,
     load_graph,
@@ -246,7 +247,7 @@ def _diff(args) -> int:
 
 
 def _compare(args) -> int:
-    from mdsl.runtime.compare import compare
+    from mdsl.tools.compare import compare
 
     g = _graph(args)
     feeds = _feeds(args, g)
@@ -296,7 +297,7 @@ def _free_symbols(shape) -> set[str]:
 
 
 def _emit(args) -> int:
-    from mdsl.codegen.emit import emit
+    from mdsl.runtime.emit import emit
 
     g = _graph(args)
     sizes = _symbol_sizes(args, g)
@@ -457,7 +458,8 @@ def parser() -> argparse.ArgumentParser:
         "for each symbolic dim.",
     )
     _model_args(s)
-    s.add_argument("--target", default="c", help="c, numba or ascendc (default c)")
+    emit_targets = ", ".join(target_names("emit"))
+    s.add_argument("--target", default="c", help=f"one of {emit_targets} (default c)")
     s.add_argument("-o", "--output", metavar="DIR", required=True, help="folder to write")
     s.add_argument("--dim", action="append", metavar="SYMBOL=SIZE", help="size of a symbolic dim")
     _opt_arg(s, 2, "optimization level")
@@ -473,7 +475,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _model_args(s)
     _feed_args(s)
-    s.add_argument("--backend", choices=("c", "numba", "python"), default="c")
+    s.add_argument("--backend", choices=target_names("build"), default="c")
     s.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
     s.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     s.add_argument("--threads", type=int, help="OpenMP/BLAS threads (default: all cores)")

@@ -68,7 +68,9 @@ def assert_no_live_overlap(plan) -> None:
 def assert_memory_targets(plan) -> None:
     m = plan.memory
     assert m.lower_bound_bytes <= m.arena_bytes <= 1.05 * m.lower_bound_bytes, m.summary()
-    assert m.arena_bytes < 0.6 * m.naive_bytes, m.summary()
+    # reuse: under 0.6 of the naive bytes, unless the lower bound itself is above that
+    # (a direct convolution's padded copy is small; im2col's scratch was most of naive)
+    assert m.arena_bytes < max(0.6 * m.naive_bytes, m.lower_bound_bytes + 1), m.summary()
     assert_no_live_overlap(plan)
 
 
@@ -79,9 +81,10 @@ def test_resnet_block_memory():
     plan = plan_of(resnet_block.build(), N=1)  # 64 channels, 56x56
     assert_memory_targets(plan)
     feature_map = 64 * 56 * 56 * 4
-    im2col = 9 * feature_map  # the scratch of one 3x3 convolution
-    assert plan.memory.lower_bound_bytes >= im2col
-    assert plan.memory.naive_bytes >= 2 * im2col
+    padded = 64 * 58 * 58 * 4  # the scratch of one direct 3x3 convolution: a padded copy
+    assert plan.memory.lower_bound_bytes >= feature_map + padded
+    assert plan.memory.naive_bytes >= feature_map + 2 * padded
+    assert plan.memory.lower_bound_bytes < 2 * feature_map + padded  # no im2col matrix
 
 
 @pytest.mark.parametrize("batch,seq", [(2, 16), (1, 128)])

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -107,6 +108,154 @@ static inline uint8_t mdsl_sat_uint8_t(double x) { if (x != x) return 0; if (x <
 static inline int16_t mdsl_sat_int16_t(double x) { if (x != x) return 0; if (x <= -32768.0) return (int16_t)-32768.0; if (x >= 32767.0) return (int16_t)32767.0; return (int16_t)x; }
 static inline int32_t mdsl_sat_int32_t(double x) { if (x != x) return 0; if (x <= -2147483648.0) return (int32_t)-2147483648.0; if (x >= 2147483647.0) return (int32_t)2147483647.0; return (int32_t)x; }
 static inline int64_t mdsl_sat_int64_t(double x) { if (x != x) return 0; if (x <= -9223372036854775808.0) return (int64_t)-9223372036854775808.0; if (x >= 9223372036854774784.0) return (int64_t)9223372036854774784.0; return (int64_t)x; }
+/* ---- team size per call: one thread or the whole team, whichever has been faster ----
+   A fork-join team waits at every barrier for its slowest thread; when another process
+   holds a core, that thread waits for the scheduler and a call on two threads can take
+   many times as long as on one. So each call runs either on one thread or on up to
+   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice;
+   the other is tried again after a number of calls that doubles each time it loses
+   (up to MDSL_TEAM_PROBE_MAX), so a load that comes or goes is noticed. */
+#define MDSL_TEAM_PROBE_MIN 8
+#define MDSL_TEAM_PROBE_MAX 256
+static double mdsl_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static int mdsl_team_max = 0;
+static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
+static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
+static int mdsl_team_choice = 1;
+
+static int mdsl_team_size(void) {
+#ifdef _OPENMP
+    return mdsl_team_max > 0 ? mdsl_team_max : omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+static void mdsl_team_full(void) {
+#ifdef _OPENMP
+    omp_set_num_threads(mdsl_team_size());
+#endif
+}
+/* The team of this call: 0 (one thread), 1 (whole team) or -1 (only one thread exists). */
+static int mdsl_team_begin(double *t0) {
+    const int size = mdsl_team_size();
+    int team = -1;
+    if (size > 1) {
+        const int64_t call = mdsl_team_calls++;
+        if (call < 4) team = (int)(call & 1);  /* both once cold, once warm */
+        else team = call >= mdsl_team_next_probe ? !mdsl_team_choice : mdsl_team_choice;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(team == 1 ? size : 1);
+#endif
+    *t0 = team < 0 ? 0.0 : mdsl_clock();
+    return team;
+}
+static void mdsl_team_end(int team, double t0) {
+    if (team < 0) return;
+    const double seconds = mdsl_clock() - t0;
+    const int64_t calls = mdsl_team_calls;
+    if (calls <= 4) {
+        mdsl_team_seconds[team] = seconds;
+        if (calls == 4) mdsl_team_choice = mdsl_team_seconds[1] < mdsl_team_seconds[0];
+        return;
+    }
+    if (team == mdsl_team_choice) {  /* the choice's recent time: follows a changing load */
+        mdsl_team_seconds[team] = 0.75 * mdsl_team_seconds[team] + 0.25 * seconds;
+        if (mdsl_team_seconds[team] <= mdsl_team_seconds[!team]) return;
+    } else {  /* a probe of the other team size */
+        mdsl_team_seconds[team] = seconds;
+        if (seconds >= mdsl_team_seconds[!team]) {
+            mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
+            mdsl_team_next_probe = calls + mdsl_team_gap;
+            return;
+        }
+    }
+    mdsl_team_choice = team == mdsl_team_choice ? !team : team;  /* the other one is faster */
+    mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
+    mdsl_team_next_probe = calls + mdsl_team_gap;
+}
+/* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
+   B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at
+   (p * K + k) * NR + j, zero past N (mdsl.codegen.packing). BLAS would pack B again on
+   every call. A tile of MR rows x NR columns sums in registers: per k, two vector loads
+   of the panel and MR broadcasts of A. */
+#define MDSL_PK_NR 32
+#if defined(__AVX512F__)
+#define MDSL_PK_MR 12
+#else
+#define MDSL_PK_MR 3
+#endif
+typedef float mdsl_v16 __attribute__((vector_size(64)));
+typedef float mdsl_v16u __attribute__((vector_size(64), aligned(4)));
+
+static inline __attribute__((always_inline)) void mdsl_pk_tile(
+    const int rows, const int64_t K, const float *a, const int64_t lda,
+    const float *panel, float *c, const int64_t ldc, const int cols) {
+    mdsl_v16 acc0[MDSL_PK_MR], acc1[MDSL_PK_MR];
+    for (int r = 0; r < rows; r++) {
+        acc0[r] = (mdsl_v16){0};
+        acc1[r] = (mdsl_v16){0};
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const mdsl_v16 b0 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR);
+        const mdsl_v16 b1 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR + 16);
+        for (int r = 0; r < rows; r++) {
+            const float av = a[r * lda + k];
+            acc0[r] += av * b0;
+            acc1[r] += av * b1;
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        if (cols == MDSL_PK_NR) {
+            *(mdsl_v16u *)(c + r * ldc) = acc0[r];
+            *(mdsl_v16u *)(c + r * ldc + 16) = acc1[r];
+        } else {
+            float tmp[MDSL_PK_NR];
+            *(mdsl_v16u *)tmp = acc0[r];
+            *(mdsl_v16u *)(tmp + 16) = acc1[r];
+            for (int j = 0; j < cols; j++) c[r * ldc + j] = tmp[j];
+        }
+    }
+}
+
+/* rows < MDSL_PK_MR rows: the tile specialized for that count (registers, no loop) */
+static void mdsl_pk_rows(int rows, int64_t K, const float *a, int64_t lda, const float *panel,
+                         float *c, int64_t ldc, int cols) {
+    switch (rows) {
+#define MDSL_PK_CASE(r) case r: mdsl_pk_tile(r, K, a, lda, panel, c, ldc, cols); break;
+    MDSL_PK_CASE(1) MDSL_PK_CASE(2) MDSL_PK_CASE(3)
+#if MDSL_PK_MR > 3
+    MDSL_PK_CASE(4) MDSL_PK_CASE(5) MDSL_PK_CASE(6) MDSL_PK_CASE(7) MDSL_PK_CASE(8)
+    MDSL_PK_CASE(9) MDSL_PK_CASE(10) MDSL_PK_CASE(11) MDSL_PK_CASE(12)
+#endif
+#undef MDSL_PK_CASE
+    default: break;
+    }
+}
+
+/* Rows [0, M) and columns [n0, n0 + N) of C (c points at row 0, column 0; n0 a
+   multiple of MDSL_PK_NR), from A (a at row 0) and the packed B. */
+static void mdsl_sgemm_packed(int64_t M, int64_t n0, int64_t N, int64_t K, const float *a,
+                              int64_t lda, const float *packed, float *c, int64_t ldc) {
+    /* chunks of rows whose A stays in L2 while one panel is reused down them */
+    int64_t chunk = (int64_t)(1 << 18) / (K > 0 ? K : 1);
+    chunk = chunk < MDSL_PK_MR ? MDSL_PK_MR : chunk / MDSL_PK_MR * MDSL_PK_MR;
+    for (int64_t m0 = 0; m0 < M; m0 += chunk) {
+        const int64_t m1 = m0 + chunk < M ? m0 + chunk : M;
+        for (int64_t j = n0; j < n0 + N; j += MDSL_PK_NR) {
+            const int cols = (int)(n0 + N - j < MDSL_PK_NR ? n0 + N - j : MDSL_PK_NR);
+            const float *panel = packed + (j / MDSL_PK_NR) * K * MDSL_PK_NR;
+            for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
+                const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
+                mdsl_pk_rows(rows, K, a + i * lda, lda, panel, c + i * ldc + j, ldc, cols);
+            }
+        }
+    }
+}
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);
 
@@ -124,13 +273,13 @@ static void mdsl_init_once(void) {
  *   Gemm (Gemm) at tests/golden/graphs.py:45
  *   Gelu (Gelu) at tests/golden/graphs.py:45
  */
-static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0) {
+static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0, float *c2) {
     for (int64_t tile = 0; tile < 1; tile++) {
         const int64_t nt = tile % 1, mt = (tile / 1) % 1;
         const int64_t m0 = mt * 16, n0 = nt * 32;
         const int mlen = (int)(16 - m0 < 16 ? 16 - m0 : 16);
         const int nlen = (int)(32 - n0 < 32 ? 32 - n0 : 32);
-        MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, mlen, nlen, (int)(64), (float)1.0, in0 + 0 + m0 * (64), (int)(64), c0 + 0 + n0, (int)(32), (float)0, out0 + 0 + m0 * 32 + n0, (int)(32));
+        mdsl_sgemm_packed(mlen, n0, nlen, 64, in0 + 0 + m0 * (64), 64, c2, out0 + 0 + m0 * 32, 32);
         for (int64_t i = m0; i < m0 + mlen; i++) {
             #pragma omp simd
             for (int64_t jn = n0; jn < n0 + nlen; jn++) {
@@ -144,22 +293,29 @@ static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0) {
     return 0;
 }
 
-int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
-             char *arena, mdsl_callback_t callback) {
+static int mdsl_schedule(void *const *inputs, void *const *outputs, const void *const *consts,
+                         char *arena, mdsl_callback_t callback) {
     float *in0 = (float *)(inputs[0]);  /* x */
     float *c0 = (float *)((void *)consts[0]);  /* w */
     float *c1 = (float *)((void *)consts[1]);  /* bias */
     float *out0 = (float *)(outputs[0]);  /* Gelu */
+    float *c2 = (float *)((void *)consts[2]);  /* c2 */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback;
     mdsl_init_once();
-    if (k1_gemm_gelu(in0, c0, c1, out0)) return 1;
+    if (k1_gemm_gelu(in0, c0, c1, out0, c2)) return 1;
     return 0;
 }
 
+int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
+             char *arena, mdsl_callback_t callback) {
+    double t0;
+    const int team = mdsl_team_begin(&t0);
+    const int status = mdsl_schedule(inputs, outputs, consts, arena, callback);
+    mdsl_team_end(team, t0);
+    return status;
+}
+
 void mdsl_set_threads(int n) {
-#ifdef _OPENMP
-    if (n > 0) omp_set_num_threads(n);
-#endif
+    mdsl_team_max = n > 0 ? n : 0;
     mdsl_init_once();
-    (void)n;
 }

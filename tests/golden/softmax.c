@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -103,6 +104,76 @@ static inline uint8_t mdsl_sat_uint8_t(double x) { if (x != x) return 0; if (x <
 static inline int16_t mdsl_sat_int16_t(double x) { if (x != x) return 0; if (x <= -32768.0) return (int16_t)-32768.0; if (x >= 32767.0) return (int16_t)32767.0; return (int16_t)x; }
 static inline int32_t mdsl_sat_int32_t(double x) { if (x != x) return 0; if (x <= -2147483648.0) return (int32_t)-2147483648.0; if (x >= 2147483647.0) return (int32_t)2147483647.0; return (int32_t)x; }
 static inline int64_t mdsl_sat_int64_t(double x) { if (x != x) return 0; if (x <= -9223372036854775808.0) return (int64_t)-9223372036854775808.0; if (x >= 9223372036854774784.0) return (int64_t)9223372036854774784.0; return (int64_t)x; }
+/* ---- team size per call: one thread or the whole team, whichever has been faster ----
+   A fork-join team waits at every barrier for its slowest thread; when another process
+   holds a core, that thread waits for the scheduler and a call on two threads can take
+   many times as long as on one. So each call runs either on one thread or on up to
+   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice;
+   the other is tried again after a number of calls that doubles each time it loses
+   (up to MDSL_TEAM_PROBE_MAX), so a load that comes or goes is noticed. */
+#define MDSL_TEAM_PROBE_MIN 8
+#define MDSL_TEAM_PROBE_MAX 256
+static double mdsl_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static int mdsl_team_max = 0;
+static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
+static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
+static int mdsl_team_choice = 1;
+
+static int mdsl_team_size(void) {
+#ifdef _OPENMP
+    return mdsl_team_max > 0 ? mdsl_team_max : omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+static void mdsl_team_full(void) {
+#ifdef _OPENMP
+    omp_set_num_threads(mdsl_team_size());
+#endif
+}
+/* The team of this call: 0 (one thread), 1 (whole team) or -1 (only one thread exists). */
+static int mdsl_team_begin(double *t0) {
+    const int size = mdsl_team_size();
+    int team = -1;
+    if (size > 1) {
+        const int64_t call = mdsl_team_calls++;
+        if (call < 4) team = (int)(call & 1);  /* both once cold, once warm */
+        else team = call >= mdsl_team_next_probe ? !mdsl_team_choice : mdsl_team_choice;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(team == 1 ? size : 1);
+#endif
+    *t0 = team < 0 ? 0.0 : mdsl_clock();
+    return team;
+}
+static void mdsl_team_end(int team, double t0) {
+    if (team < 0) return;
+    const double seconds = mdsl_clock() - t0;
+    const int64_t calls = mdsl_team_calls;
+    if (calls <= 4) {
+        mdsl_team_seconds[team] = seconds;
+        if (calls == 4) mdsl_team_choice = mdsl_team_seconds[1] < mdsl_team_seconds[0];
+        return;
+    }
+    if (team == mdsl_team_choice) {  /* the choice's recent time: follows a changing load */
+        mdsl_team_seconds[team] = 0.75 * mdsl_team_seconds[team] + 0.25 * seconds;
+        if (mdsl_team_seconds[team] <= mdsl_team_seconds[!team]) return;
+    } else {  /* a probe of the other team size */
+        mdsl_team_seconds[team] = seconds;
+        if (seconds >= mdsl_team_seconds[!team]) {
+            mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
+            mdsl_team_next_probe = calls + mdsl_team_gap;
+            return;
+        }
+    }
+    mdsl_team_choice = team == mdsl_team_choice ? !team : team;  /* the other one is faster */
+    mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
+    mdsl_team_next_probe = calls + mdsl_team_gap;
+}
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);
 
@@ -146,8 +217,8 @@ static int k4_softmax(float *in0, float *out0) {
     return 0;
 }
 
-int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
-             char *arena, mdsl_callback_t callback) {
+static int mdsl_schedule(void *const *inputs, void *const *outputs, const void *const *consts,
+                         char *arena, mdsl_callback_t callback) {
     float *in0 = (float *)(inputs[0]);  /* x */
     float *out0 = (float *)(outputs[0]);  /* Softmax */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback;
@@ -156,10 +227,16 @@ int mdsl_run(void *const *inputs, void *const *outputs, const void *const *const
     return 0;
 }
 
+int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
+             char *arena, mdsl_callback_t callback) {
+    double t0;
+    const int team = mdsl_team_begin(&t0);
+    const int status = mdsl_schedule(inputs, outputs, consts, arena, callback);
+    mdsl_team_end(team, t0);
+    return status;
+}
+
 void mdsl_set_threads(int n) {
-#ifdef _OPENMP
-    if (n > 0) omp_set_num_threads(n);
-#endif
+    mdsl_team_max = n > 0 ? n : 0;
     mdsl_init_once();
-    (void)n;
 }

@@ -293,10 +293,11 @@ EXPAND = [
     ),
     OpCase(
         "Expand",
-        lambda a: ops.expand(a, ["N", 4]),
-        {"a": rand(1, 4)},
-        raises=mdsl.ShapeError,
-        id="to-unknown-symbol",
+        lambda a: ops.expand(a, ["N", "N"]),
+        {"a": rand(1, 3)},
+        lambda a: a.expand(3, 3),
+        symbolic={"a": (1, "N")},
+        id="size-1-to-symbol",
     ),
 ]
 

@@ -6,6 +6,7 @@ with the expected expression (built from `Dim`s, so "N+M" means Dim("N") + Dim("
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import mdsl
@@ -174,6 +175,19 @@ def test_einsum_shapes():
     )
 
 
-def test_expanding_to_a_symbol_the_input_lacks_is_refused():
-    with pytest.raises(mdsl.ShapeError, match="cannot expand to symbolic dim N"):
-        _infer(lambda a: ops.expand(a, ["N", 4]), (1, 4))
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_a_size_1_dim_expands_to_a_symbolic_dim(backend):
+    with mdsl.Graph("g") as g:
+        a = g.input("a", (1, 4))
+        n = g.input("n", ("N",))
+        y = ops.expand(a, ["N", 4])
+        g.output(y + ops.unsqueeze(n, axes=(1,)), "y")
+    assert y.shape == (mdsl.Dim("N"), 4)
+    a, n = np.arange(4, dtype=np.float32).reshape(1, 4), np.arange(3, dtype=np.float32)
+    feeds = {"a": a, "n": n}
+    out = (
+        mdsl.interpret(g, feeds)
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)(**feeds)
+    )
+    np.testing.assert_array_equal(out["y"], a + n[:, None])

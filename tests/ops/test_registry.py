@@ -124,7 +124,11 @@ def test_qlinear_dtype_outside_the_list():
     [
         ({"trans_a": 1}, mdsl.GraphError, "attr 'trans_a' expects bool, got 1"),
         ({"trans_a": "yes"}, mdsl.GraphError, "attr 'trans_a' expects bool, got 'yes'"),
-        ({"transpose": True}, mdsl.GraphError, "unknown attr transpose (known: trans_a)"),
+        (
+            {"transpose": True},
+            mdsl.GraphError,
+            "unknown attr transpose (known: trans_a) (did you mean `trans_a=`?)",
+        ),
     ],
 )
 def test_qlinear_bad_attrs(attrs, error, message):
@@ -171,7 +175,10 @@ def test_too_many_inputs():
             qlinear_matmul(a, a, a, a, a)  # <- too-many
         g.output(a, "y")
     assert_error_at(e.value, __file__, "too-many", node="QLinearMatMul", op_type="QLinearMatMul")
-    assert e.value.message == "takes 4 inputs, got 5"
+    assert e.value.message == (
+        "takes 4 inputs (a, b, scale_a, scale_b), got 5 positional arguments; "
+        "attrs are keyword-only: pass the trans_a as `trans_a=`"
+    )
 
 
 # -- optional and variadic inputs ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 for the CANN toolchain, and a CPU emulation that runs the generated kernels.
 
 `mdsl.emit(g, target="ascendc", out_dir=..., symbols=...)` writes the op project (this
-package registers `emit_files` with `mdsl.codegen.emit`); `emit_ascendc` /
+package registers `emit_files` with `mdsl.runtime.emit`); `emit_ascendc` /
 `build_project` take the AscendC options (`soc=`, `tile_length=`, `strict=`);
 `Emulator(project).run(feeds)` compiles the project against the emulation header with the
 host C++ compiler and runs it, for checking against `mdsl.interpret`.

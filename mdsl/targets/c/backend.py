@@ -19,10 +19,11 @@ from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
-from mdsl.runtime.executable import KernelInfo
-from mdsl.targets.c.custom import link_args
+from mdsl.log import get_logger, timed
+from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c, uses_dims
 from mdsl.targets.python.kernels import node_kernel
+from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
 
 _FFI = cffi.FFI()
@@ -44,6 +45,7 @@ _FFI.cdef(
 )
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
+_LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to
 ALIGN = 64
 
 
@@ -55,29 +57,28 @@ def _load_library(path: Path):
         return lib
 
 
-class CBackend:
-    name = "c"
-    symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
+_log = get_logger(__name__)
 
-    def __init__(self, march_native: bool = True):
-        self.toolchain = default_toolchain(march_native)
 
-    def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
-        """The variant for `symbols` (every symbol of the graph, or some of them: the
-        others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
-        when a kernel cannot be generated with the symbols left."""
+def build_variant(
+    graph: Graph, symbols: dict[str, int], threads: int | None, toolchain: Toolchain
+) -> CVariant:
+    """The variant for `symbols` (every symbol of the graph, or some of them: the
+    others stay symbolic; {} for a symbolic graph: the symbolic build). NotSymbolic
+    when a kernel cannot be generated with the symbols left."""
+    with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
         plan = plan_variant(graph, symbols)
+    with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
         source = render_c(plan)
-        toolchain = self.toolchain
-        if link_args(plan):  # custom ops bound to prebuilt libraries
-            toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
-        library = build_library(source, toolchain, graph.name)
-        sources = {f"{file_stem(graph.name)}.c": source}
-        return CVariant(plan, sources, library, threads, toolchain=toolchain)
+    if link_args(plan):  # custom ops bound to prebuilt libraries
+        toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
+    library = build_library(source, toolchain, graph.name)
+    sources = {f"{file_stem(graph.name)}.c": source}
+    return CVariant(plan, sources, library, threads, toolchain=toolchain)
 
 
 def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
-    """The plan of the C variant of `graph` for `symbols` (see `CBackend.build`)."""
+    """The plan of the C variant of `graph` for `symbols` (see `build_variant`)."""
     static = specialize(graph, symbols) if symbols else graph
     return build_plan(static, c_bindings=True, control_flow=True, symbolic=True)
 
@@ -93,8 +94,7 @@ class CVariant:
 
     def __post_init__(self):
         self.lib = _load_library(self.library_path)
-        if self.threads:
-            self.lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(self.lib)
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
@@ -116,11 +116,13 @@ class CVariant:
             return self.plan.memory
         return self._shapes.latest
 
-    def kernel_infos(self) -> list[KernelInfo]:
-        from mdsl.targets.c.render import _KIND
+    def linked_libraries(self) -> list[str]:
+        """The prebuilt custom op libraries the library links (a saved executable checks them)."""
+        return libraries(self.plan)
 
+    def kernel_infos(self) -> list[KernelInfo]:
         return [
-            KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
+            KernelInfo(k.name, k.KIND, tuple(n.name for n in k.nodes))
             for k in self.plan.all_kernels()
         ]
 
@@ -148,14 +150,23 @@ class CVariant:
                 toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(self.plan))
         source = render_c(self.plan, profile=True)
         lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
-        if self.threads:
-            lib.mdsl_set_threads(int(self.threads))
+        self._use_threads(lib)
         self._mdsl_run_profile = (
             lib.mdsl_run_profile if self._shapes is None else lib.mdsl_run_dims_profile
         )
         return self._mdsl_run_profile
 
+    def _use_threads(self, lib) -> None:
+        """Make `lib` run on at most `threads` threads (None: every processor). The
+        setting belongs to the library, which variants of equal source share: it is set
+        again when a variant of another thread count ran last."""
+        wanted = int(self.threads or 0)
+        if _LIB_THREADS.get(id(lib)) != wanted:
+            lib.mdsl_set_threads(wanted)
+            _LIB_THREADS[id(lib)] = wanted
+
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
+        self._use_threads(self.lib)
         if self._shapes is not None:
             return self._call_with_dims(entry, env, *extra)
         state = getattr(self._local, "state", None)

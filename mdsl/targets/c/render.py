@@ -18,10 +18,12 @@ import jinja2
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.packing import PANEL
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_dir
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.targets.c.conv import conv_index, packed_conv_body
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
 
@@ -62,7 +64,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         kernels.append(
             kernel_template.render(
                 name=k.name,
-                kind=_KIND[type(k)],
+                kind=k.KIND,
                 nodes=[_node_line(n) for n in k.nodes],
                 params=", ".join(params) or "void",
                 body=body.rstrip("\n"),
@@ -80,6 +82,8 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         naive_bytes=memory and memory.naive_bytes,
         lower_bound_bytes=memory and memory.lower_bound_bytes,
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
+        uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
+        uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -118,19 +122,6 @@ def _timed_calls(calls: list[str]) -> list[str]:
             f"timings[{2 * step + 1}] = mdsl_clock() - mdsl_start;",
         ]
     return lines
-
-
-_KIND = {
-    kir.Pointwise: "pointwise",
-    kir.Rowwise: "row reduction",
-    kir.Gemm: "GEMM + epilogue",
-    kir.Conv: "convolution (im2col + GEMM) + epilogue",
-    kir.Pool: "pooling",
-    kir.Callback: "Python callback",
-    kir.CustomCall: "custom C op",
-    kir.Branch: "control flow: branch",
-    kir.Loop: "control flow: loop",
-}
 
 
 def _node_line(ref: kir.NodeRef) -> str:
@@ -497,7 +488,7 @@ GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
-def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
+def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[int, int]:
     """(rows, columns) of one tile. BLAS runs single-threaded inside OpenMP tiles: one
     thread pool for the whole graph (two pools on the same cores fight for them).
     Columns are split first (each tile then packs only its slice of B); symbolic sizes
@@ -510,7 +501,7 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int) -> tuple[int, int]:
     if per_batch <= 1:
         return m, n
     if n >= 64 * per_batch:
-        return m, (-(-n // per_batch) + 15) // 16 * 16
+        return m, (-(-n // per_batch) + align - 1) // align * align
     if m >= 16 * per_batch:
         return (-(-m // per_batch) + 7) // 8 * 8, n
     return m, n
@@ -522,14 +513,12 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     real = C_TYPES[k.dtype]
     gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
     batch = math.prod(k.batch_shape)
-    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k)
+    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k, PANEL if k.packed_b else 16)
     n_mt, n_nt = (1, 1) if (mb, nb) == (k.m, k.n) else (-(-k.m // mb), -(-k.n // nb))
     tiles = batch * n_mt * n_nt
     m, n, kk, mb, nb = (render_dim(v) for v in (k.m, k.n, k.k, mb, nb))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
-    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
-    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * ({render_dim(k.lda)})")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * ({render_dim(k.ldb)})" if k.trans_b else "n0")
     body = [
@@ -538,9 +527,7 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
         f"const int64_t m0 = mt * {mb}, n0 = nt * {nb};",
         f"const int mlen = (int)({m} - m0 < {mb} ? {m} - m0 : {mb});",
         f"const int nlen = (int)({n} - n0 < {nb} ? {n} - n0 : {nb});",
-        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)({kk}), ({real}){k.alpha!r}, {a_ptr}, "
-        f"(int)({render_dim(k.lda)}), {b_ptr}, (int)({render_dim(k.ldb)}), ({real})0, "
-        f"{k.out.buffer} + {oc} + m0 * {n} + n0, (int)({n}));",
+        _gemm_call(k, gemm, real, m, n, kk, a_ptr, b_ptr, f"{k.out.buffer} + {oc} + m0 * {n}"),
     ]
     if k.epilogue is not None:
         acc = f"{k.out.buffer}[{oc} + i * {n} + jn]"
@@ -563,6 +550,23 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     return "\n".join(lines)
 
 
+def _gemm_call(k: kir.Gemm, gemm, real, m, n, kk, a_ptr, b_ptr, out_row) -> str:
+    """The call computing rows [m0, m0 + mlen) and columns [n0, n0 + nlen) of one tile;
+    `out_row` points at column 0 of row m0."""
+    if k.packed_b:  # the constant B packed at plan time (mdsl.codegen.packing)
+        return (
+            f"mdsl_sgemm_packed(mlen, n0, nlen, {kk}, {a_ptr}, {render_dim(k.lda)}, "
+            f"{k.packed_b}, {out_row}, {n});"
+        )
+    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
+    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
+    return (
+        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)({kk}), ({real}){k.alpha!r}, "
+        f"{a_ptr}, (int)({render_dim(k.lda)}), {b_ptr}, (int)({render_dim(k.ldb)}), "
+        f"({real})0, {out_row} + n0, (int)({n}));"
+    )
+
+
 def _symbolic_gemm_body(k: kir.Gemm) -> str:
     """A GEMM of symbolic sizes: tiled at run time as `_gemm_tiles` tiles static ones."""
     real = C_TYPES[k.dtype]
@@ -570,9 +574,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     sizes = (k.m, k.n, k.k, math.prod(k.batch_shape))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
-    ta = "CblasTrans" if k.trans_a else "CblasNoTrans"
-    tb = "CblasTrans" if k.trans_b else "CblasNoTrans"
     lda, ldb = render_dim(k.lda), render_dim(k.ldb)
+    align = PANEL if k.packed_b else 16
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * {lda}")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * {ldb}" if k.trans_b else "n0")
     head = [
@@ -582,7 +585,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
         f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
-        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + 15) / 16 * 16;",
+        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",
@@ -593,9 +596,9 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "const int64_t m0 = mt * mb, n0 = nt * nb;",
         "const int mlen = (int)(gm - m0 < mb ? gm - m0 : mb);",
         "const int nlen = (int)(gn - n0 < nb ? gn - n0 : nb);",
-        f"{gemm}(CblasRowMajor, {ta}, {tb}, mlen, nlen, (int)gk, ({real}){k.alpha!r}, {a_ptr}, "
-        f"(int)({lda}), {b_ptr}, (int)({ldb}), ({real})0, {k.out.buffer} + {oc} + m0 * gn + n0, "
-        "(int)gn);",
+        _gemm_call(
+            k, gemm, real, "gm", "gn", "gk", a_ptr, b_ptr, f"{k.out.buffer} + {oc} + m0 * gn"
+        ),
     ]
     if k.epilogue is not None:
         acc = f"{k.out.buffer}[{oc} + i * gn + jn]"
@@ -616,43 +619,54 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     return "\n".join(lines)
 
 
-def _conv_body(plan: Plan, k: kir.Conv) -> str:
-    cg, coutg = k.c // k.group, k.cout // k.group
-    ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
+def _im2col_lines(k: kir.Conv, xg: str, cg: int) -> list[str]:
+    """Rows of the im2col matrix of image `xg` (cg channels) into `k.scratch`: row
+    (c, ki, kj) holds the input each output position reads at that tap (0 outside)."""
+    ohw, kdim = k.oh * k.ow, cg * k.kh * k.kw
     sh, sw = k.stride
     ph, pw = k.pad
     dh, dw = k.dilation
+    return [
+        f"{_parallel(kdim * ohw) or '/* small: one thread */'}",
+        f"for (int64_t row = 0; row < {kdim}; row++) {{",
+        f"{INDENT}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
+        f"{INDENT}float *col = {k.scratch} + row * {ohw};",
+        # the valid ox range is computed, not tested per element: a conditional
+        # load in this loop is miscompiled by GCC 12 at -O3 inside OpenMP regions
+        f"{INDENT}const int64_t off = kj * {dw} - {pw};  /* ix = ox * {sw} + off */",
+        f"{INDENT}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
+        f"{INDENT}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
+        f"{INDENT}if (hi > {k.ow}) hi = {k.ow};",
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        f"{INDENT * 2}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
+        f"{INDENT * 2}float *dst = col + oy * {k.ow};",
+        f"{INDENT * 2}if (iy < 0 || iy >= {k.h} || hi <= lo) {{",
+        f"{INDENT * 3}memset(dst, 0, sizeof(float) * {k.ow});",
+        f"{INDENT * 3}continue;",
+        f"{INDENT * 2}}}",
+        f"{INDENT * 2}const float *src = {xg} + (c * {k.h} + iy) * {k.w_in} + off;",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;",
+        f"{INDENT * 2}for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * {sw}];",
+        f"{INDENT * 2}for (int64_t ox = hi; ox < {k.ow}; ox++) dst[ox] = 0.0f;",
+        f"{INDENT}}}",
+        "}",
+    ]
+
+
+def _conv_body(plan: Plan, k: kir.Conv) -> str:
+    if k.packed_w:
+        return packed_conv_body(k, _epilogue_lines, _im2col_lines)
+    if k.group == k.c == k.cout and k.group > 1:
+        return _depthwise_padded_body(k) if _padded_plane_fits(k) else _depthwise_body(k)
+    cg, coutg = k.c // k.group, k.cout // k.group
+    ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
     lines = [
         f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
         f"{INDENT}for (int64_t g = 0; g < {k.group}; g++) {{",
     ]
     lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
     if k.scratch:
-        lines += [
-            f"{INDENT * 2}{_parallel(kdim * ohw) or '/* small: one thread */'}",
-            f"{INDENT * 2}for (int64_t row = 0; row < {kdim}; row++) {{",
-            f"{INDENT * 3}const int64_t c = row / {k.kh * k.kw}, ki = (row / {k.kw}) % {k.kh}, kj = row % {k.kw};",
-            f"{INDENT * 3}float *col = {k.scratch} + row * {ohw};",
-            # the valid ox range is computed, not tested per element: a conditional
-            # load in this loop is miscompiled by GCC 12 at -O3 inside OpenMP regions
-            f"{INDENT * 3}const int64_t off = kj * {dw} - {pw};  /* ix = ox * {sw} + off */",
-            f"{INDENT * 3}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
-            f"{INDENT * 3}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
-            f"{INDENT * 3}if (hi > {k.ow}) hi = {k.ow};",
-            f"{INDENT * 3}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
-            f"{INDENT * 4}const int64_t iy = oy * {sh} - {ph} + ki * {dh};",
-            f"{INDENT * 4}float *dst = col + oy * {k.ow};",
-            f"{INDENT * 4}if (iy < 0 || iy >= {k.h} || hi <= lo) {{",
-            f"{INDENT * 5}memset(dst, 0, sizeof(float) * {k.ow});",
-            f"{INDENT * 5}continue;",
-            f"{INDENT * 4}}}",
-            f"{INDENT * 4}const float *src = xg + (c * {k.h} + iy) * {k.w_in} + off;",
-            f"{INDENT * 4}for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0.0f;",
-            f"{INDENT * 4}for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * {sw}];",
-            f"{INDENT * 4}for (int64_t ox = hi; ox < {k.ow}; ox++) dst[ox] = 0.0f;",
-            f"{INDENT * 3}}}",
-            f"{INDENT * 2}}}",
-        ]
+        lines += [INDENT * 2 + x for x in _im2col_lines(k, "xg", cg)]
         col = k.scratch
     else:
         col = "xg"
@@ -671,7 +685,7 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
         f"{k.out} + (n * {k.cout} + g * {coutg}) * {ohw} + oy0 * {k.ow}, {ohw});",
     ]
     if k.epilogue is not None:
-        idx = ["n", "co", "oy", "ox"]
+        idx = conv_index(k)
         acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
         inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
         lines += [
@@ -684,6 +698,115 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
             f"{INDENT * 4}}}",
             f"{INDENT * 3}}}",
         ]
+    lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _depthwise_body(k: kir.Conv) -> str:
+    """Depthwise convolution, direct: one channel plane per task, each output row summed
+    tap by tap into a row buffer (a vector loop over the row's valid span per tap), its
+    epilogue applied before the row is stored. im2col + GEMM would multiply a 1-row
+    matrix per channel."""
+    sh, sw = k.stride
+    ph, pw = k.pad
+    dh, dw = k.dilation
+    taps = k.kh * k.kw
+    planes = k.n * k.c
+    lines = [
+        _parallel(planes * k.oh * k.ow * taps, "parallel for schedule(static)")
+        or "/* small: one thread */",
+        f"for (int64_t plane = 0; plane < {render_dim(planes)}; plane++) {{",
+        f"{INDENT}const int64_t n = plane / {k.c}, co = plane % {k.c};",
+        f"{INDENT}const float *xc = {k.x} + plane * {k.h * k.w_in};",
+        f"{INDENT}const float *wc = {k.w} + co * {taps};",
+        f"{INDENT}float row[{k.ow}];",
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) row[ox] = 0.0f;",
+        f"{INDENT * 2}int64_t y0, y1;",
+        f"{INDENT * 2}mdsl_window(oy, {sh}, {ph}, {dh}, {k.kh}, {k.h}, &y0, &y1);",
+        f"{INDENT * 2}for (int64_t ki = y0; ki < y1; ki++) {{",
+        f"{INDENT * 3}const float *xr = xc + (oy * {sh} - {ph} + ki * {dh}) * {k.w_in};",
+        f"{INDENT * 3}for (int64_t kj = 0; kj < {k.kw}; kj++) {{",
+        f"{INDENT * 4}const float wv = wc[ki * {k.kw} + kj];",
+        # ix = ox * sw + off lies in [0, w) for ox in [lo, hi): computed, not tested
+        # per element (see the im2col loop of _conv_body)
+        f"{INDENT * 4}const int64_t off = kj * {dw} - {pw};",
+        f"{INDENT * 4}const int64_t lo = off >= 0 ? 0 : (-off + {sw - 1}) / {sw};",
+        f"{INDENT * 4}int64_t hi = {k.w_in} - off > 0 ? ({k.w_in} - off + {sw - 1}) / {sw} : 0;",
+        f"{INDENT * 4}if (hi > {k.ow}) hi = {k.ow};",
+        f"{INDENT * 4}#pragma omp simd",
+        f"{INDENT * 4}for (int64_t ox = lo; ox < hi; ox++) row[ox] += wv * xr[ox * {sw} + off];",
+        f"{INDENT * 3}}}",
+        f"{INDENT * 2}}}",
+    ]
+    out_row = f"{k.out} + (plane * {k.oh} + oy) * {k.ow}"
+    if k.epilogue is None:
+        lines.append(f"{INDENT * 2}memcpy({out_row}, row, sizeof(float) * {k.ow});")
+    else:
+        inner = _epilogue_lines(k.epilogue, k.out_shape, conv_index(k), "row[ox]", DType.float32)
+        lines += [
+            f"{INDENT * 2}#pragma omp simd",
+            f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            *(INDENT * 3 + x for x in inner),
+            f"{INDENT * 2}}}",
+        ]
+    lines += [f"{INDENT}}}", "}"]
+    return "\n".join(INDENT + x for x in lines)
+
+
+DEPTHWISE_PLANE_MAX = 1 << 16  # floats of a padded plane kept on a thread's stack
+DEPTHWISE_TAPS_MAX = 49  # taps written out in the inner loop
+
+
+def _padded_extent(k: kir.Conv) -> tuple[int, int]:
+    """(rows, columns) of the zero-padded input plane the outputs read."""
+    (sh, sw), (dh, dw) = k.stride, k.dilation
+    return (k.oh - 1) * sh + (k.kh - 1) * dh + 1, (k.ow - 1) * sw + (k.kw - 1) * dw + 1
+
+
+def _padded_plane_fits(k: kir.Conv) -> bool:
+    hp, wp = _padded_extent(k)
+    return hp * wp <= DEPTHWISE_PLANE_MAX and k.kh * k.kw <= DEPTHWISE_TAPS_MAX
+
+
+def _depthwise_padded_body(k: kir.Conv) -> str:
+    """Depthwise convolution, direct: each channel plane is copied into a zero-padded
+    plane on the stack, then every output is one sum of the kernel's taps (written out,
+    weights in registers) with its epilogue, in a vector loop over the output row."""
+    (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
+    hp, wp = _padded_extent(k)
+    taps = [(i, j) for i in range(k.kh) for j in range(k.kw)]
+    planes = k.n * k.c
+    rows = min(k.h, hp - ph)
+    cols = min(k.w_in, wp - pw)
+    terms = " + ".join(f"w{i}_{j} * r{i}[ox * {sw} + {j * dw}]" for i, j in taps)
+    lines = [
+        _parallel(planes * k.oh * k.ow * len(taps), "parallel for schedule(static)")
+        or "/* small: one thread */",
+        f"for (int64_t plane = 0; plane < {render_dim(planes)}; plane++) {{",
+        f"{INDENT}const int64_t n = plane / {k.c}, co = plane % {k.c};",
+        f"{INDENT}const float *xc = {k.x} + plane * {k.h * k.w_in};",
+        f"{INDENT}const float *wc = {k.w} + co * {len(taps)};",
+        f"{INDENT}float xp[{hp * wp}];  /* the plane, zero-padded: {hp} x {wp} */",
+        f"{INDENT}memset(xp, 0, sizeof(xp));",
+        f"{INDENT}for (int64_t iy = 0; iy < {rows}; iy++)",
+        f"{INDENT * 2}memcpy(xp + (iy + {ph}) * {wp} + {pw}, xc + iy * {k.w_in}, sizeof(float) * {cols});",
+        *(f"{INDENT}const float w{i}_{j} = wc[{i * k.kw + j}];" for i, j in taps),
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        *(
+            f"{INDENT * 2}const float *r{i} = xp + (oy * {sh} + {i * dh}) * {wp};"
+            for i in range(k.kh)
+        ),
+        f"{INDENT * 2}float *dst = {k.out} + (plane * {k.oh} + oy) * {k.ow};",
+        f"{INDENT * 2}#pragma omp simd",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+    ]
+    if k.epilogue is None:
+        lines.append(f"{INDENT * 3}dst[ox] = {terms};")
+    else:
+        lines.append(f"{INDENT * 3}const float sum = {terms};")
+        inner = _epilogue_lines(k.epilogue, k.out_shape, conv_index(k), "sum", DType.float32)
+        lines += [INDENT * 3 + x for x in inner]
     lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
     return "\n".join(INDENT + x for x in lines)
 

@@ -34,6 +34,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +49,11 @@ from mdsl.codegen.toolchain import cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
-from mdsl.runtime.executable import KernelInfo
 from mdsl.targets.c.render import uses_dims
 from mdsl.targets.numba import support as numba_support
-from mdsl.targets.numba.render import render_numba
+from mdsl.targets.numba.render import render_numba, render_profile_driver
 from mdsl.targets.python.kernels import node_kernel
+from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
 
 ALIGN = 64
@@ -61,20 +62,14 @@ _LOAD_LOCK = threading.Lock()
 _WORKQUEUE_LOCK = threading.Lock()
 
 
-class NumbaBackend:
-    """Compiles graph variants to numba kernels (`mdsl.compile(g, backend="numba")`)."""
-
-    name = "numba"
-    symbolic = True  # builds one variant for every shape signature (`build(graph, {})`)
-
-    def build(self, graph: Graph, symbols: dict[str, int], threads: int | None):
-        """The variant for `symbols` (all of the graph's symbols, some, or none: those
-        left stay symbolic; see `mdsl.runtime.executable`)."""
-        static = specialize(graph, symbols) if symbols else graph
-        plan = build_plan(static, control_flow=True, symbolic=True)
-        source = render_numba(plan, parallel=threads != 1)
-        module, path = load_module(source)
-        return NumbaVariant(plan, {f"{file_stem(graph.name)}.py": source}, module, path, threads)
+def build_variant(graph: Graph, symbols: dict[str, int], threads: int | None) -> NumbaVariant:
+    """The variant for `symbols` (all of the graph's symbols, some, or none: those
+    left stay symbolic; see `mdsl.runtime.executable`)."""
+    static = specialize(graph, symbols) if symbols else graph
+    plan = build_plan(static, control_flow=True, symbolic=True)
+    source = render_numba(plan, parallel=threads != 1)
+    module, path = load_module(source)
+    return NumbaVariant(plan, {f"{file_stem(graph.name)}.py": source}, module, path, threads)
 
 
 # -- loading generated modules -------------------------------------------------------------------
@@ -174,15 +169,41 @@ class NumbaVariant:
         return self.plan.memory if self._shapes is None else self._shapes.latest
 
     def kernel_infos(self) -> list[KernelInfo]:
-        from mdsl.targets.c.render import _KIND
-
         return [
-            KernelInfo(k.name, _KIND[type(k)], tuple(n.name for n in k.nodes))
+            KernelInfo(k.name, k.KIND, tuple(n.name for n in k.nodes))
             for k in self.plan.all_kernels()
         ]
 
     def run(self, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.run_driver(self.module.run, env)
+
+    def run_profiled(self, env: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`run` through a timed copy of the driver; also returns each kernel's (start
+        after the call began, duration) in seconds, one row per kernel of
+        `plan.all_kernels()` (those inside control flow stay zero: timed as a whole)."""
+        timings = np.zeros((len(self.plan.all_kernels()), 2))
+        try:
+            outputs = self.run_driver(self._profile_driver(), env, timings, time.perf_counter)
+        except MdslError as e:
+            if "numba could not compile" not in e.message:
+                raise
+            raise ExecutionError(f"graph {self.plan.graph.name!r}: {e.message}") from e
+        return outputs, timings
+
+    def _profile_driver(self):
+        driver = getattr(self, "_run_profile", None)
+        if driver is None:
+            plan, parallel = self.plan, self.threads != 1  # as build_variant renders it
+            if render_numba(plan, parallel=parallel) != next(iter(self.sources.values())):
+                raise ExecutionError(
+                    f"graph {plan.graph.name!r}: this numba variant was not rendered by this "
+                    "mdsl; it cannot be profiled"
+                )
+            namespace = dict(self.module.__dict__)  # the compiled kernels, np, rt
+            source = render_profile_driver(plan, parallel)
+            exec(compile(source, f"<profile of {self.path.name}>", "exec"), namespace)
+            driver = self._run_profile = namespace["run_profile"]
+        return driver
 
     def run_driver(self, driver, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         """Run `driver` (the module's `run`, or a timed copy taking `extra` arguments

@@ -46,7 +46,6 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 from mdsl.targets.c.expr import compute_type
 from mdsl.targets.c.render import (
-    _KIND,
     _index,
     _merge_dims,
     _row_offset,
@@ -144,6 +143,29 @@ def _check_names(plan: Plan) -> None:
             _checked(name)
 
 
+def render_profile_driver(plan: Plan, parallel: bool = True) -> str:
+    """`run_profile`: the module's `run` with a `clock()` read around each top-level
+    kernel call (a control-flow kernel is timed as a whole, the kernels of its blocks
+    not), the (start, duration) of kernel i of `plan.all_kernels()` in `timings[i]`. It is
+    executed among the module's compiled functions (`NumbaVariant.run_profiled`)."""
+    renderer = _ModuleRenderer(plan, _env().get_template("kernel.py.j2"), parallel)
+    dims = ", dims, offsets, sizes" if uses_dims(plan) else ""
+    lines = [f"def run_profile(inputs, outputs, consts, arena, callback{dims}, timings, clock):"]
+    lines += ["    " + line for line in _buffer_lines(plan)]
+    lines.append("    t0 = clock()")
+    index = {id(k): i for i, k in enumerate(plan.all_kernels())}
+    for k in plan.kernels:
+        step = index[id(k)]
+        first = len(renderer.calls)
+        renderer.add(k)
+        lines.append("    start = clock()")
+        lines += ["    " + line for line in renderer.calls[first:]]
+        lines.append(f"    timings[{step}, 0] = start - t0")
+        lines.append(f"    timings[{step}, 1] = clock() - start")
+    lines.append("    return 0")
+    return "\n".join(lines) + "\n"
+
+
 def _buffer_lines(plan: Plan) -> list[str]:
     lines = []
     if uses_dims(plan):
@@ -224,7 +246,7 @@ class _ModuleRenderer:
         body, decorator = _BODY[type(k)](self, canonical, name)
         dims = sorted(free_symbols(k), key=lambda d: int(d.removeprefix("dim")))
         params = list(renamer.buffers.values()) + dims
-        used = self.function(name, _KIND[type(k)], k.nodes, params, body, decorator)
+        used = self.function(name, k.KIND, k.nodes, params, body, decorator)
         self.calls += self.call_lines(used, name, k, list(renamer.buffers) + dims)
 
     def function(self, name, kind, nodes, params, body: list[str], decorator) -> str:

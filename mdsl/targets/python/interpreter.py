@@ -15,6 +15,7 @@ import numpy as np
 
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.feeds import bind_feeds, concrete_shape
 from mdsl.targets.python.control_flow import (
@@ -25,6 +26,7 @@ from mdsl.targets.python.control_flow import (
 from mdsl.targets.python.kernels import IMPLS, input_names, node_kernel
 
 
+@api_boundary
 def interpret(
     g: Graph, feeds: Mapping[str, np.ndarray], capture: bool = False, impl: str = "auto"
 ) -> dict[str, np.ndarray]:
@@ -52,41 +54,48 @@ def interpret(
     if impl not in IMPLS:
         raise ExecutionError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
     env, symbols = bind_feeds(g, feeds)
-    record: dict = {}
-    outputs = _run_graph(g, env, symbols, impl, record)
+    interpreter = Interpreter(impl)
+    outputs = interpreter.run_graph(g, env, symbols)
     if not capture:
         return outputs
-    captured = {t.name: v for t, v in record.items()}
+    captured = {t.name: v for t, v in interpreter.record.items()}
     for name, value in outputs.items():
         captured.setdefault(name, value)
     return captured
 
 
-def _run_graph(g: Graph, env: dict, symbols: dict, impl: str, record: dict) -> dict:
-    """Run `g` (Input arrays by name in `env`) and return its outputs by name; every
-    tensor computed, inside control-flow subgraphs too, is also put in `record`."""
-    values: dict = {}
-    outputs: dict[str, np.ndarray] = {}
-    for node in g:
-        if node.op_type == OUTPUT:
-            outputs[node.attrs["name"]] = values[node.inputs[0]]
-            continue
-        results = _run_node(node, values, env, impl, symbols, record)
-        for tensor, value in zip(node.outputs, results):
-            values[tensor] = value
-    record.update(values)
-    return outputs
+class Interpreter:
+    """Runs graphs node by node with implementation choice `impl`; every tensor computed,
+    inside control-flow subgraphs too, is put in `record`. Subclasses override `run_node`
+    to watch each node (the python target's profiler times them)."""
+
+    def __init__(self, impl: str = "auto", record: dict | None = None):
+        self.impl = impl
+        self.record = {} if record is None else record
+
+    def run_graph(self, g: Graph, env: dict, symbols: dict) -> dict:
+        """Run `g` (Input arrays by name in `env`) and return its outputs by name."""
+        values: dict = {}
+        outputs: dict[str, np.ndarray] = {}
+        for node in g:
+            if node.op_type == OUTPUT:
+                outputs[node.attrs["name"]] = values[node.inputs[0]]
+                continue
+            results = self.run_node(node, values, env, symbols)
+            for tensor, value in zip(node.outputs, results):
+                values[tensor] = value
+        self.record.update(values)
+        return outputs
+
+    def run_node(self, node: Node, values: dict, env: dict, symbols: dict) -> list:
+        """The output arrays of `node`, its inputs' arrays in `values` (by tensor)."""
+        return _run_node(node, values, env, self.impl, symbols, self.record)
 
 
 def subgraph_runner(impl: str = "auto", record: dict | None = None):
     """A function `(subgraph, Input arrays by name, symbols) -> outputs by name` running
     control-flow subgraphs with this interpreter; what they compute goes in `record`."""
-    sink = {} if record is None else record
-
-    def run(sub: Graph, env: dict, symbols: dict) -> dict:
-        return _run_graph(sub, env, symbols, impl, sink)
-
-    return run
+    return Interpreter(impl, record).run_graph
 
 
 def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, record) -> list:

@@ -5,9 +5,9 @@ order, so the first failing row is where the two first disagree, which is usuall
 node to look at (later rows inherit its error).
 
 Executions come from a small registry, `name -> run(g, feeds) -> {tensor name: array}`:
-"python", "expr" and "auto" are the interpreter with that `impl`; "c" and "numba" are
-debug builds of the compiled backends (`mdsl.compile(g, backend, debug=True)`), which
-store every node's value even inside fused kernels; others plug in with
+"python", "expr" and "auto" are the interpreter with that `impl`; every other target that
+builds ("c", "numba", ...) runs as a debug build (`mdsl.compile(g, backend, debug=True)`),
+which stores every node's value even inside fused kernels; others plug in with
 `register_backend(name, run)`. A run may leave out tensors it never computes (a node
 the optimizer folded away); those rows are skipped, graph outputs never are.
 
@@ -29,7 +29,9 @@ from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.tracebacks import api_boundary
 from mdsl.targets.python.interpreter import interpret
+from mdsl.targets.registry import can, target_names
 
 Runner = Callable[[Graph, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 _BACKENDS: dict[str, Runner] = {}
@@ -49,7 +51,8 @@ def register_backend(name: str, run: Runner) -> None:
 
 
 def backends() -> list[str]:
-    return sorted(_BACKENDS)
+    """Names `compare` accepts: those registered here and every target that builds."""
+    return sorted(set(_BACKENDS) | set(target_names("build")))
 
 
 def _interpreter(impl: str) -> Runner:
@@ -73,17 +76,6 @@ def _compiled(backend: str) -> Runner:
         return compile(g, backend, debug=True).run(feeds, capture=True)
 
     return run
-
-
-def _numba_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mdsl.targets.numba.backend") is not None
-
-
-register_backend("c", _compiled("c"))
-if _numba_available():
-    register_backend("numba", _compiled("numba"))
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -262,6 +254,7 @@ def _cos(v: float) -> str:
 
 
 # -- comparing -------------------------------------------------------------------------------
+@api_boundary
 def compare(
     g: Graph,
     feeds: Mapping[str, np.ndarray],
@@ -330,10 +323,12 @@ def _rows(g: Graph, got: Mapping, want: Mapping, rtol: float, atol: float) -> li
 
 def _runner(name: str) -> Runner:
     run = _BACKENDS.get(name) if isinstance(name, str) else None
+    if run is None and isinstance(name, str) and can(name, "build"):
+        run = _compiled(name)
     if run is None:
         raise ExecutionError(
             f"no compare backend {name!r}; known: {', '.join(backends())} "
-            "(add one with mdsl.runtime.compare.register_backend)"
+            "(add one with mdsl.tools.compare.register_backend)"
         )
     return run
 

@@ -1,0 +1,252 @@
+"""Convolution, GEMM and threading cases: mdsl-c against ONNX Runtime, side by side.
+
+Each case is one ONNX model (written with `onnx.helper`) that ORT and mdsl both run from
+the same bytes. Calls alternate between the two contenders in rounds, so both see the
+same machine; the figure is the median ratio over rounds with its spread (min-max of the
+per-round ratios). `--load` keeps one core busy with a background process for the whole
+run: the loaded-machine rule of the threading work (2 threads must never be slower than
+1 thread) is read from these rows.
+
+    python benchmarks/conv_gemm.py                      # every case, 1 and 2 threads
+    python benchmarks/conv_gemm.py --only dw,mlp --load
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import onnx_graphs  # noqa: E402
+from onnx_graphs import OnnxBuilder  # noqa: E402
+
+import mdsl  # noqa: E402
+from mdsl.frontends import onnx as mdsl_onnx  # noqa: E402
+
+RNG = np.random.default_rng(16)
+
+
+def _w(*shape, scale=None):
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+    return (RNG.standard_normal(shape) * (scale or 1.0 / np.sqrt(fan_in))).astype(np.float32)
+
+
+def _finish(g: OnnxBuilder, y: str, out_shape) -> bytes:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        g.nodes,
+        "case",
+        g.inputs,
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, list(out_shape))],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx_graphs.OPSET)])
+    model.ir_version = onnx_graphs.IR_VERSION
+    return model
+
+
+def mobilenet_block(batch=1, c=24, expand=6, size=56):
+    """MobileNetV2 inverted residual: 1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1
+    project, residual add."""
+    g = OnnxBuilder()
+    x = g.input("x", (batch, c, size, size))
+    e = c * expand
+    lo, hi = g.const(0.0), g.const(6.0)
+    h = g.op("Clip", g.op("Conv", x, g.const(_w(e, c, 1, 1)), g.const(_w(e))), lo, hi)
+    h = g.op(
+        "Clip",
+        g.op("Conv", h, g.const(_w(e, 1, 3, 3)), g.const(_w(e)), pads=(1, 1, 1, 1), group=e),
+        lo,
+        hi,
+    )
+    h = g.op("Conv", h, g.const(_w(c, e, 1, 1)), g.const(_w(c)))
+    return _finish(g, g.op("Add", h, x), (batch, c, size, size)), {"x": _feed(batch, c, size, size)}
+
+
+def depthwise(batch=1, c=144, size=56, k=3, stride=1):
+    g = OnnxBuilder()
+    x = g.input("x", (batch, c, size, size))
+    p = k // 2
+    h = g.op(
+        "Conv",
+        x,
+        g.const(_w(c, 1, k, k)),
+        g.const(_w(c)),
+        pads=(p, p, p, p),
+        group=c,
+        strides=(stride, stride),
+    )
+    o = (size + 2 * p - k) // stride + 1
+    return _finish(g, g.op("Relu", h), (batch, c, o, o)), {"x": _feed(batch, c, size, size)}
+
+
+def resnet_block(batch=1, c=64, size=56):
+    g = OnnxBuilder()
+    x = g.input("x", (batch, c, size, size))
+    h = g.op("Relu", g.op("Conv", x, g.const(_w(c, c, 3, 3)), g.const(_w(c)), pads=(1,) * 4))
+    h = g.op("Conv", h, g.const(_w(c, c, 3, 3)), g.const(_w(c)), pads=(1,) * 4)
+    y = g.op("Relu", g.op("Add", h, x))
+    return _finish(g, y, (batch, c, size, size)), {"x": _feed(batch, c, size, size)}
+
+
+def conv1d(batch=1, c=256, length=1024, k=3):
+    g = OnnxBuilder()
+    x = g.input("x", (batch, c, length))
+    h = g.op("Conv", x, g.const(_w(c, c, k)), g.const(_w(c)), pads=(k // 2, k // 2))
+    return _finish(g, g.op("Relu", h), (batch, c, length)), {"x": _feed(batch, c, length)}
+
+
+def mlp(rows=128, d=768, f=3072):
+    g = OnnxBuilder()
+    x = g.input("x", (rows, d))
+    h = g.gelu(g.linear(x, _w(d, f), _w(f)))
+    return _finish(g, g.linear(h, _w(f, d), _w(d)), (rows, d)), {"x": _feed(rows, d)}
+
+
+def batched_m1(batch=17, d=768, n=2304):
+    """`[17,1,768] @ [768,2304]`: nn.MultiheadAttention's in-projection of a sequence."""
+    g = OnnxBuilder()
+    x = g.input("x", (batch, 1, d))
+    return _finish(g, g.linear(x, _w(d, n), _w(n)), (batch, 1, n)), {"x": _feed(batch, 1, d)}
+
+
+def attention(batch=1, heads=12, seq=128, dh=64):
+    """softmax(Q Kᵀ / 8) V with K given as [B, H, S, D] (a transposed operand)."""
+    g = OnnxBuilder()
+    shape = (batch, heads, seq, dh)
+    q, k, v = (g.input(n, shape) for n in "qkv")
+    s = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=(0, 1, 3, 2))), g.const(0.125))
+    y = g.op("MatMul", g.op("Softmax", s, axis=-1), v)
+    return _finish(g, y, shape), {n: _feed(*shape) for n in "qkv"}
+
+
+def _feed(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+CASES = {
+    "dw": depthwise,
+    "dw-s2": lambda: depthwise(c=96, size=112, stride=2),
+    "mbv2": mobilenet_block,
+    "resnet-b1": resnet_block,
+    "resnet-b8": lambda: resnet_block(batch=8),
+    "conv1d": conv1d,
+    "mlp": mlp,
+    "bmm-m1": batched_m1,
+    "attn": attention,
+}
+
+
+def _interleaved(fns: dict, rounds: int, budget_s: float) -> dict[str, list[float]]:
+    """Per-round time of one call of every fn, fns alternating inside each round."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    once = max(_time(fn, 1) for fn in fns.values())
+    number = max(1, int(2e-3 / once))
+    rounds = max(5, min(rounds, int(budget_s / (once * number * len(fns)))))
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            times[key].append(_time(fn, number))
+    return times
+
+
+CLOCK = [time.perf_counter]
+
+
+def _time(fn, number: int) -> float:
+    start = CLOCK[0]()
+    for _ in range(number):
+        fn()
+    return (CLOCK[0]() - start) / number
+
+
+def run_case(name: str, threads: list[int], budget_s: float) -> list[dict]:
+    model, feeds = CASES[name]()
+    rows = []
+    graph = mdsl_onnx.load(model)
+    for t in threads:
+        exe = mdsl.compile(graph, "c", threads=t)
+        sess = onnx_graphs.session(model, t)
+        ours = exe(**feeds)
+        ours = ours if isinstance(ours, np.ndarray) else next(iter(ours.values()))
+        theirs = sess.run(None, feeds)[0]
+        err = float(np.max(np.abs(ours - theirs)) / (np.max(np.abs(theirs)) + 1e-30))
+        times = _interleaved(
+            {"mdsl": lambda e=exe: e(**feeds), "ort": lambda s=sess: s.run(None, feeds)},
+            200,
+            budget_s,
+        )
+        ratios = [a / b for a, b in zip(times["mdsl"], times["ort"])]
+        rows.append(
+            {
+                "case": name,
+                "threads": t,
+                "mdsl_ms": 1e3 * statistics.median(times["mdsl"]),
+                "ort_ms": 1e3 * statistics.median(times["ort"]),
+                "ratio": statistics.median(ratios),
+                "spread": (min(ratios), max(ratios)),
+                "best_ratio": min(times["mdsl"]) / min(times["ort"]),
+                "rel_err": err,
+            }
+        )
+    return rows
+
+
+def background_load() -> subprocess.Popen:
+    """One process spinning on the CPU (the 'another process keeps a core busy' load)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated cases: " + ",".join(CASES))
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--load", action="store_true", help="keep one core busy meanwhile")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds per case and thread")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the calling thread's CPU time, not wall time (1 thread only: both "
+        "contenders then compute on the calling thread; on a machine busy with other work "
+        "this counts what a call costs rather than how long it waited for a core)",
+    )
+    args = parser.parse_args(argv)
+    if args.cpu_time:
+        CLOCK[0] = time.thread_time
+        args.threads = "1"
+    threads = [int(t) for t in args.threads.split(",")]
+    names = args.only.split(",") if args.only else list(CASES)
+    load = background_load() if args.load else None
+    try:
+        print(
+            "| case | threads | mdsl ms | ORT ms | mdsl/ORT median | spread | best/best | rel err |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for name in names:
+            for r in run_case(name, threads, args.budget):
+                lo, hi = r["spread"]
+                print(
+                    f"| {r['case']} | {r['threads']} | {r['mdsl_ms']:.3f} | {r['ort_ms']:.3f} "
+                    f"| {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} | {r['best_ratio']:.2f} | {r['rel_err']:.1e} |",
+                    flush=True,
+                )
+    finally:
+        if load is not None:
+            load.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""C bodies of dense convolutions on packed weights (`mdsl.codegen.packing`).
+
+Per image: the source is staged once (a zero-padded copy of the input for stride 1,
+an im2col matrix otherwise), then strips of 32 output-grid positions run in parallel;
+each strip computes every panel of output channels in registers
+(`csrc/templates/c/packed_conv.h.j2`) and applies the epilogue to each output row
+segment as it stores it. Measured against im2col + OpenBLAS (thread CPU time, 2-core
+AVX-512 Xeon, 3x3 stride 1): 64ch 56x56 0.48x, 128ch 28x28 0.77x, 256ch 14x14 0.9x,
+512ch 7x7 0.95x, 32ch 112x112 0.26x.
+"""
+
+from __future__ import annotations
+
+from mdsl.codegen import kir
+from mdsl.codegen.dims import render_dim
+from mdsl.codegen.packing import CONV_PANEL, CONV_STRIP, conv_source_grid
+from mdsl.ir.dtype import DType
+
+INDENT = "    "
+PARALLEL_MIN = 32768  # as the C target's: smaller loops stay on one thread
+
+
+def conv_index(k: kir.Conv) -> list[str]:
+    """The loop variables naming an output element of `k` (a 1-D convolution has no oy)."""
+    return ["n", "co", "oy", "ox"] if len(k.out_shape) == 4 else ["n", "co", "ox"]
+
+
+def _parallel(work: int) -> str:
+    return "#pragma omp parallel for schedule(static)" if work > PARALLEL_MIN else ""
+
+
+def packed_conv_body(k: kir.Conv, epilogue_lines, im2col_lines) -> str:
+    """The kernel body of the packed convolution `k`; `epilogue_lines` and
+    `im2col_lines` are the C target's renderers of an epilogue and of im2col rows."""
+    direct, gw, _, _ = conv_source_grid(k)
+    kdim = k.c * k.kh * k.kw
+    panels = -(-k.cout // CONV_PANEL)
+    grid = k.oh * gw
+    strips = -(-grid // CONV_STRIP)
+    lines = [
+        f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
+        f"{INDENT}const float *xn = {k.x} + n * {k.c * k.h * k.w_in};",
+    ]
+    stage = _padded_copy_lines(k, "xn") if direct else im2col_lines(k, "xn", k.c)
+    lines += [INDENT + x for x in stage]
+    lines += [
+        f"{INDENT}memset({k.scratch} + {k.scratch_elems - _slack(k)}, 0, sizeof(float) * {_slack(k)});",
+        f"{INDENT}{_parallel(k.cout * kdim * grid) or '/* small: one thread */'}",
+        f"{INDENT}for (int64_t strip = 0; strip < {strips}; strip++) {{",
+        f"{INDENT * 2}const int64_t p0 = strip * {CONV_STRIP};",
+        f"{INDENT * 2}float tile[{CONV_PANEL * CONV_STRIP}];",
+        f"{INDENT * 2}for (int64_t b = 0; b < {panels}; b++) {{",
+        f"{INDENT * 3}const int rows = (int)({k.cout} - b * {CONV_PANEL} < {CONV_PANEL} "
+        f"? {k.cout} - b * {CONV_PANEL} : {CONV_PANEL});",
+        f"{INDENT * 3}mdsl_pc_panel(rows, {kdim}, {k.packed_w} + b * {kdim * CONV_PANEL}, "
+        f"{k.offsets}, {k.scratch} + p0, tile);",
+        f"{INDENT * 3}for (int r = 0; r < rows; r++) {{",
+        f"{INDENT * 4}const int64_t co = b * {CONV_PANEL} + r;",
+        # a strip may span output rows and (direct) the padding columns between them
+        f"{INDENT * 4}for (int64_t p = p0; p < p0 + {CONV_STRIP} && p < {grid};) {{",
+        f"{INDENT * 5}const int64_t oy = p / {gw}, ox0 = p % {gw};",
+        f"{INDENT * 5}if (ox0 >= {k.ow}) {{ p = (oy + 1) * {gw}; continue; }}",
+        f"{INDENT * 5}const int64_t len = {k.ow} - ox0 < p0 + {CONV_STRIP} - p "
+        f"? {k.ow} - ox0 : p0 + {CONV_STRIP} - p;",
+        f"{INDENT * 5}const float *t = tile + r * {CONV_STRIP} + (p - p0) - ox0;",
+        *(INDENT * 5 + x for x in _store_lines(k, epilogue_lines)),
+        f"{INDENT * 5}p += len;",
+        f"{INDENT * 4}}}",
+        f"{INDENT * 3}}}",
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _slack(k: kir.Conv) -> int:
+    direct, _, source, _ = conv_source_grid(k)
+    if direct:
+        hp, wp = k.oh + (k.kh - 1) * k.dilation[0], k.ow + (k.kw - 1) * k.dilation[1]
+        return source - k.c * hp * wp
+    return source - k.c * k.kh * k.kw * k.oh * k.ow
+
+
+def _padded_copy_lines(k: kir.Conv, xn: str) -> list[str]:
+    """The image copied into the zero-padded source of a direct (stride 1) convolution."""
+    (dh, dw), (ph, pw) = k.dilation, k.pad
+    hp, wp = k.oh + (k.kh - 1) * dh, k.ow + (k.kw - 1) * dw
+    rows, cols = min(k.h, hp - ph), min(k.w_in, wp - pw)
+    return [
+        f"{_parallel(k.c * hp * wp) or '/* small: one thread */'}",
+        f"for (int64_t c = 0; c < {k.c}; c++) {{",
+        f"{INDENT}float *plane = {k.scratch} + c * {hp * wp};  /* {hp} x {wp} */",
+        f"{INDENT}memset(plane, 0, sizeof(float) * {hp * wp});",
+        f"{INDENT}for (int64_t iy = 0; iy < {rows}; iy++)",
+        f"{INDENT * 2}memcpy(plane + (iy + {ph}) * {wp} + {pw}, {xn} + (c * {k.h} + iy) * "
+        f"{k.w_in}, sizeof(float) * {cols});",
+        "}",
+    ]
+
+
+def _store_lines(k: kir.Conv, epilogue_lines) -> list[str]:
+    """Output row segment (n, co, oy, [ox0, ox0 + len)) from the tile `t` (indexed by ox)."""
+    if k.epilogue is None:
+        row = f"{k.out} + ((n * {k.cout} + co) * {k.oh} + oy) * {k.ow}"
+        return [f"memcpy({row} + ox0, t + ox0, sizeof(float) * len);"]
+    inner = epilogue_lines(k.epilogue, k.out_shape, conv_index(k), "t[ox]", DType.float32)
+    return [
+        "#pragma omp simd",
+        "for (int64_t ox = ox0; ox < ox0 + len; ox++) {",
+        *(INDENT + x for x in inner),
+        "}",
+    ]

@@ -1,0 +1,53 @@
+"""The "c" target's registry entry: builds through `mdsl.targets.c.backend`, emits
+through `mdsl.targets.c.emit` (both imported on first use)."""
+
+from __future__ import annotations
+
+
+class CTarget:
+    """C compiled by the system compiler and loaded with cffi (`backend="c"`)."""
+
+    name = "c"
+    symbolic = True  # one build serves every shape signature
+    fuses = True
+    fallback = "numba"  # what `mdsl.compile` uses on a machine without a C compiler
+
+    def __init__(self, march_native: bool = True):
+        from mdsl.codegen.toolchain import default_toolchain
+
+        self.toolchain = default_toolchain(march_native)
+
+    @staticmethod
+    def unavailable() -> str | None:
+        from mdsl.codegen.toolchain import find_compiler
+
+        return None if find_compiler() else "no C compiler found (set $CC or install gcc)"
+
+    def build(self, graph, symbols: dict[str, int], threads: int | None):
+        from mdsl.targets.c.backend import build_variant
+
+        return build_variant(graph, symbols, threads, self.toolchain)
+
+    @staticmethod
+    def load_variant(graph, symbols: dict[str, int], sources: dict[str, str], library, threads):
+        """The variant of a saved executable (`mdsl.load_executable`): its library at path
+        `library`, checked to be what this mdsl generates for the graph."""
+        from mdsl.ir.errors import CompileError
+        from mdsl.targets.c.backend import CVariant, plan_variant
+        from mdsl.targets.c.render import render_c
+
+        plan = plan_variant(graph, symbols)
+        if list(sources.values()) != [render_c(plan)]:
+            signature = f" for {symbols}" if symbols else ""
+            raise CompileError(
+                f"the saved C source{signature} differs from what this mdsl generates for the "
+                "saved graph (another mdsl version, or custom op bindings registered "
+                "differently); register the same bindings, or compile the graph again"
+            )
+        return CVariant(plan, sources, library, threads)
+
+    @staticmethod
+    def emit_files(graph) -> dict[str, str | bytes]:
+        from mdsl.targets.c.emit import emit_files
+
+        return emit_files(graph)

@@ -11,9 +11,7 @@ from tests.ops.op_table import OpCase, rand
 
 # Three clusters: boxes 0/1 overlap heavily (IoU ~0.82), 2 stands alone, 3 overlaps 2 a
 # little (IoU 1/7); corners (y1, x1, y2, x2), box 1 given with flipped corners.
-_BOXES = np.array(
-    [[[0, 0, 1, 1], [1, 1.1, 0, 0.1], [2, 2, 4, 4], [3, 3, 5, 5]]], np.float32
-)
+_BOXES = np.array([[[0, 0, 1, 1], [1, 1.1, 0, 0.1], [2, 2, 4, 4], [3, 3, 5, 5]]], np.float32)
 _SCORES = np.array([[[0.6, 0.9, 0.5, 0.4], [0.1, 0.2, 0.3, 0.05]]], np.float32)
 
 

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 
-.PHONY: demo test bench lint format clean venv graphviz
+.PHONY: demo test bench lint format clean venv graphviz chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ venv: $(STAMP_RUN)
 demo: $(STAMP_RUN)
 	$(PY) examples/demo.py
 
-test: $(STAMP_TEST) graphviz
+test: $(STAMP_TEST) graphviz chromium
 	$(PY) -m pytest -n 2 tests
 
 # Graphviz `dot` draws graphs (mdsl.viz.render, `mdsl viz`). Installed with apt-get when
@@ -36,6 +36,14 @@ graphviz:
 	  ( command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null ) || \
 	  echo "warning: Graphviz 'dot' is missing and could not be installed; picture tests skip"
+
+# Chromium drives the HTML viewer's browser tests (Playwright with executable_path, no
+# browser download). Installed like Graphviz; without it those tests skip with the reason.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || \
+	  ( command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
+	  echo "warning: chromium is missing and could not be installed; browser tests skip"
 
 bench: $(STAMP_TEST)
 	$(PY) benchmarks/run.py

@@ -209,9 +209,10 @@ def bert(
     return g
 
 
-def build() -> mdsl.Graph:
-    """The tiny variant (2 blocks, hidden 64, 4 heads) for the CLI."""
-    return bert(2, 64, 4)
+def build(depth: int = 2, hidden: int = 64, heads: int = 4) -> mdsl.Graph:
+    """The tiny variant (2 blocks, hidden 64, 4 heads) for the CLI; BERT-base is
+    `mdsl summary examples/bert.py --arg depth=12 --arg hidden=768 --arg heads=12`."""
+    return bert(depth, hidden, heads)
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from mdsl.runtime.compile import compile
 from mdsl.runtime.emit import emit
 from mdsl.runtime.saved import load_executable
 from mdsl.targets.python.interpreter import interpret
+from mdsl.tools import notebook as _notebook  # installs Graph/Node/Tensor _repr_html_
 from mdsl.tools import viz
 from mdsl.tools.bisection import bisect
 from mdsl.tools.compare import compare

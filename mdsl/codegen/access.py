@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mdsl.codegen.kir import Access
+from mdsl.codegen.dims import render_dim
+from mdsl.codegen.kir import Access, Rowwise
 from mdsl.ir.dtype import DType
 
 
@@ -48,3 +49,44 @@ def permuted(access: Access, perm: tuple[int, ...]) -> Access:
     return Access(
         access.buffer, access.dtype, access.offset, tuple(access.strides[p] for p in perm)
     )
+
+
+def flat_index(access: Access, index_vars: list[str], lang: str = "c") -> str:
+    """`offset + sum(index * stride)` of `access` over `index_vars`, rendered for `lang`."""
+    terms = [render_dim(access.offset, lang)] if access.offset else []
+    for var, stride in zip(index_vars, access.strides):
+        if stride == 1:
+            terms.append(var)
+        elif stride:
+            terms.append(f"{var} * {render_dim(stride, lang)}")
+    return " + ".join(terms) or "0"
+
+
+def merge_dims(shape: tuple[int, ...], accesses: list[Access]):
+    """Drop size-1 dims and merge adjacent dims every access walks contiguously."""
+    dims = [(d, [a.strides[i] for a in accesses]) for i, d in enumerate(shape) if d != 1]
+    merged: list[tuple[int, list[int]]] = []
+    for size, strides in dims:
+        if merged:
+            prev_size, prev_strides = merged[-1]
+            if all(ps == s * size for ps, s in zip(prev_strides, strides)):
+                merged[-1] = (prev_size * size, strides)
+                continue
+        merged.append((size, strides))
+    if not merged:
+        merged = [(1, [0] * len(accesses))]
+    return merged
+
+
+def with_strides(access: Access, strides: list[int]) -> Access:
+    """`access` walking `strides` instead (after `merge_dims`)."""
+    return Access(access.buffer, access.dtype, access.offset, tuple(strides))
+
+
+def row_offset(k: Rowwise, access: Access, row_stride: dict, n_outer: int, lang: str = "c") -> str:
+    """The offset of `access` inside row `j` of a row kernel (empty: the row base)."""
+    if id(access) in row_stride:
+        s = row_stride[id(access)]
+        return "" if s == 0 else ("j" if s == 1 else f"j * {render_dim(s, lang)}")
+    terms = [f"j{d} * {render_dim(s, lang)}" for d, s in enumerate(access.strides[n_outer:]) if s]
+    return " + ".join(terms)

@@ -34,9 +34,13 @@ def pack_panels(b: np.ndarray) -> np.ndarray:
     """
     k, n = b.shape
     panels = -(-n // PANEL)
-    padded = np.zeros((k, panels * PANEL), b.dtype)
-    padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, panels, PANEL).transpose(1, 0, 2)).reshape(-1)
+    out = np.empty((panels, k, PANEL), b.dtype)  # one pass over b, whatever its layout
+    full = n // PANEL
+    out[:full] = b[:, : full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)
+    if full < panels:
+        out[full] = 0
+        out[full, :, : n - full * PANEL] = b[:, full * PANEL :]
+    return out.reshape(-1)
 
 
 def constant_value(t: Tensor) -> np.ndarray | None:

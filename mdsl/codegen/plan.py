@@ -48,6 +48,7 @@ from mdsl.codegen.lower import (
     lower_movement,
     lower_pointwise,
 )
+from mdsl.codegen.lower_custom import c_binding, lower_custom_call
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
@@ -58,7 +59,6 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.passes.fusion import fusion_groups, group_kind, node_role
-from mdsl.targets.c.custom import c_binding, lower_custom_call
 
 MOVEMENT = (
     "Reshape",
@@ -125,6 +125,13 @@ class Plan:
     @property
     def has_control_flow(self) -> bool:
         return any(isinstance(k, kir.Branch | kir.Loop) for k in self.kernels)
+
+    @property
+    def uses_dims(self) -> bool:
+        """Whether the generated entry point takes a `dims` array (symbolic dims or control
+        flow: the symbols' values, run-time arena offsets, a slot for a failed check's
+        value): `mdsl_run_dims` in C, the `dims` arguments of numba's `run`."""
+        return self.is_symbolic or self.has_control_flow
 
     def all_kernels(self) -> list:
         """Every kernel, those inside control-flow blocks too, in preorder."""

@@ -1,9 +1,5 @@
 """What every emitted folder shares: constants as `.npy` files and the README's buffer
-and kernel tables (targets add their build instructions around them).
-
->>> md_cell("a|b `c`")
-"a\\\\|b 'c'"
-"""
+and kernel tables (targets add their build instructions around them)."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import io
 import numpy as np
 
 from mdsl.ir.dtype import DType
+from mdsl.ir.naming import md_cell
 
 
 def npy_bytes(value: np.ndarray) -> bytes:
@@ -56,9 +53,3 @@ def buffer_and_kernel_tables(plan) -> list[str]:
         nodes = ", ".join(f"`{md_cell(n.name)}`" for n in k.nodes)
         lines.append(f"| {i} | `{k.name}` | {k.KIND} | {nodes} |")
     return lines
-
-
-def md_cell(text: str) -> str:
-    """`text` safe inside a Markdown table cell and code span."""
-    text = "".join(c if c.isprintable() else " " for c in text)
-    return text.replace("|", "\\|").replace("`", "'")

@@ -2,7 +2,8 @@
 
 In a source checkout they are `csrc/templates/<target>/` at the repository root; an
 installed wheel carries a copy inside the package as `mdsl/_templates/<target>/` (made by
-`setup.py` at build time). `template_dir` finds whichever this mdsl was loaded from.
+`setup.py` at build time). `template_dir` finds whichever this mdsl was loaded from;
+`template_environment` is the one Jinja loader every target renders with.
 
 >>> from mdsl.codegen.templates import template_dir
 >>> template_dir("c").name, (template_dir("c") / "README.md").is_file()
@@ -11,7 +12,10 @@ installed wheel carries a copy inside the package as `mdsl/_templates/<target>/`
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+
+import jinja2
 
 from mdsl.ir.errors import CompileError
 
@@ -35,4 +39,17 @@ def template_dir(target: str) -> Path:
     raise CompileError(
         f"templates for target {target!r} not found in {_INSTALLED} or {_CHECKOUT}; "
         "reinstall mdsl (the wheel ships them) or restore csrc/templates in the checkout"
+    )
+
+
+@functools.cache  # parsing the templates again costs ~0.1 s per compile
+def template_environment(target: str) -> jinja2.Environment:
+    """The Jinja environment of `target`'s templates: undefined names are errors, block
+    tags leave no blank lines, files keep their trailing newline."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir(target))),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )

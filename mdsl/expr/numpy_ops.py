@@ -36,7 +36,8 @@ def _div(a, b):
     return np.where(inexact & negative, quotient + 1, quotient).astype(np.result_type(quotient))
 
 
-def _sigmoid(x):
+def sigmoid(x):
+    """1 / (1 + exp(-x)), the numpy reference of every sigmoid in mdsl."""
     e = np.exp(np.negative(np.abs(x)))  # exp only ever sees -|x|: no overflow
     return np.where(np.greater_equal(x, 0), 1 / (1 + e), e / (1 + e))
 
@@ -48,13 +49,19 @@ def _rsqrt(x):
 _erf_object = np.frompyfunc(math.erf, 1, 1)
 
 
+def erf64(x) -> np.ndarray:
+    """The error function of `x` in float64 (numpy has no erf ufunc): the numpy
+    reference of every erf in mdsl."""
+    return np.asarray(_erf_object(np.asarray(x, np.float64)), dtype=np.float64)
+
+
 def _erf(x):
     """numpy has no erf: math.erf per element in float64, returned in x's float dtype."""
     if isinstance(x, (bool, int, float)):
         return math.erf(x)
     arr = np.asarray(x)
     dtype = arr.dtype if arr.dtype in _FLOAT_NP else np.dtype(np.float64)
-    return np.asarray(_erf_object(arr.astype(np.float64)), dtype=np.float64).astype(dtype)
+    return erf64(arr).astype(dtype)
 
 
 def saturating_astype(value, dtype: np.dtype) -> np.ndarray:
@@ -102,7 +109,7 @@ NUMPY_OPS = {
     "exp": np.exp,
     "log": np.log,
     "tanh": np.tanh,
-    "sigmoid": _sigmoid,
+    "sigmoid": sigmoid,
     "erf": _erf,
     "sqrt": np.sqrt,
     "rsqrt": _rsqrt,

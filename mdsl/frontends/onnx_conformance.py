@@ -42,6 +42,7 @@ from mdsl.frontends.onnx_ops import (
 )
 from mdsl.frontends.onnx_rules import supported_op_types
 from mdsl.ir.errors import MdslError
+from mdsl.ir.naming import md_cell
 
 
 @dataclass(frozen=True)
@@ -277,13 +278,13 @@ def render_markdown(results_by_backend: dict[str, list[CaseResult]], *, script: 
     for backend, results in results_by_backend.items():
         for r in results:
             if r.status == "fail":
-                lines.append(f"| {backend} | `{r.name}` | {r.op} | {_cell(r.reason)} |")
+                lines.append(f"| {backend} | `{r.name}` | {r.op} | {md_cell(r.reason)} |")
     first = next(iter(results_by_backend.values()))
     lines += ["", "## Outcomes per op", "", _per_op_table(results_by_backend)]
     lines += ["", "## Unsupported cases by reason", "", "| reason | cases |", "|---|---|"]
     reasons = Counter(r.reason for r in first if r.status == "unsupported")
     for reason, count in sorted(reasons.items(), key=lambda rc: (-rc[1], rc[0])):
-        lines.append(f"| {_cell(reason)} | {count} |")
+        lines.append(f"| {md_cell(reason)} | {count} |")
     return "\n".join(lines) + "\n"
 
 
@@ -327,10 +328,6 @@ def _per_op_table(results_by_backend: dict[str, list[CaseResult]]) -> str:
             passes.append(f"{sum(r.status == 'pass' for r in res)}/{len(res)}" if res else "-")
         rows.append(f"| {op} | {len(mine)} | {unsupported} | " + " | ".join(passes) + " |")
     return "\n".join(rows)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def documented_failures(markdown: str) -> set[tuple[str, str]]:
@@ -444,5 +441,5 @@ def render_round_trip(results: list[CaseResult]) -> str:
     for r in results:
         if r.status != "pass":
             result = "not checked" if r.status == "unsupported" else "fail"
-            lines.append(f"| `{r.name}` | {result} | {_cell(r.reason)} |")
+            lines.append(f"| `{r.name}` | {result} | {md_cell(r.reason)} |")
     return "\n".join(lines) + "\n"

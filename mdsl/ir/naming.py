@@ -1,4 +1,10 @@
-"""The one place unique names are made: nodes, layers and (later) C identifiers."""
+"""Names, and user strings on their way into generated files: the one place unique names
+are made (nodes, layers) and user text is made safe for a file name, a C or Python
+comment, or a Markdown table cell. Every target and every report uses these.
+
+>>> c_comment("x */ evil(); /* y"), python_comment("naïve"), md_cell("a|b `c`")
+('x * / evil(); / * y', 'na?ve', "a\\\\|b 'c'")
+"""
 
 from __future__ import annotations
 
@@ -51,3 +57,21 @@ def file_stem(name: str, default: str = "graph") -> str:
     """
     cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
     return cleaned[:40] or default
+
+
+def c_comment(text: str) -> str:
+    """`text` made safe inside a C block comment (no `*/`, no newlines, ASCII only)."""
+    text = str(text).replace("*/", "* /").replace("/*", "/ *")
+    return python_comment(text)
+
+
+def python_comment(text: str) -> str:
+    """`text` made safe inside a `#` comment: printable ASCII only, on one line."""
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in str(text))[:200]
+
+
+def md_cell(text: str) -> str:
+    """`text` safe inside a Markdown table cell and code span (on one line, no `|` or
+    backtick of its own)."""
+    text = "".join(c if c.isprintable() else " " for c in str(text))
+    return text.replace("|", "\\|").replace("`", "'")

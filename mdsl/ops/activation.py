@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from mdsl.expr import numpy_ops
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.docgen import pointwise_doc
@@ -24,9 +25,8 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def sigmoid_values(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
+    """1 / (1 + exp(-x)) without overflow, in x's dtype."""
+    return numpy_ops.sigmoid(x).astype(x.dtype)
 
 
 def _gelu(x, *, approximate):
@@ -60,6 +60,7 @@ sigmoid = unary_pointwise(
         "array([0.5, 1. ], dtype=float32)",
         x=[0.0, 100.0],
     ),
+    cost="transcendental",
 )
 silu = unary_pointwise(
     "Silu",
@@ -71,6 +72,7 @@ silu = unary_pointwise(
         "array([  0., 100.], dtype=float32)",
         x=[0.0, 100.0],
     ),
+    cost="transcendental",
 )
 gelu = unary_pointwise(
     "Gelu",
@@ -83,6 +85,7 @@ gelu = unary_pointwise(
         "array([ 0., 10.], dtype=float32)",
         x=[0.0, 10.0],
     ),
+    cost="transcendental",
 )
 leaky_relu = unary_pointwise(
     "LeakyRelu",
@@ -116,6 +119,7 @@ hard_swish = unary_pointwise(
         "array([-0.,  0.,  4.], dtype=float32)",
         x=[-4.0, 0.0, 4.0],
     ),
+    cost="transcendental",
 )
 softplus = unary_pointwise(
     "Softplus",
@@ -126,6 +130,7 @@ softplus = unary_pointwise(
         "array([  0.6931472, 100.       ], dtype=float32)",
         x=[0.0, 100.0],
     ),
+    cost="transcendental",
 )
 elu = unary_pointwise(
     "Elu",
@@ -137,6 +142,7 @@ elu = unary_pointwise(
         "array([-2.,  1.], dtype=float32)",
         x=[-100.0, 1.0],
     ),
+    cost="transcendental",
 )
 
 

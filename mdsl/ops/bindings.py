@@ -117,7 +117,7 @@ def bindings_of(op_type: str) -> dict[str, Binding]:
 def _check_impl(op_type: str, backend: str, fn, options: dict) -> dict:
     """`options` checked (and normalized: a c binding's library path made absolute)."""
     if backend == "c":
-        from mdsl.targets.c.custom import checked_c_options
+        from mdsl.ops.c_options import checked_c_options
 
         return checked_c_options(op_type, fn, options)
     if not callable(fn):

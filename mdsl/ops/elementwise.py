@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from mdsl.expr.numpy_ops import erf64
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
@@ -31,7 +32,7 @@ add = binary_pointwise("Add", np.add)
 sub = binary_pointwise("Sub", np.subtract)
 mul = binary_pointwise("Mul", np.multiply)
 div = binary_pointwise("Div", _div)
-pow = binary_pointwise("Pow", np.power)
+pow = binary_pointwise("Pow", np.power, cost="transcendental")
 less = binary_pointwise("Less", np.less, out_dtype=DType.bool_)
 less_equal = binary_pointwise("LessOrEqual", np.less_equal, out_dtype=DType.bool_)
 greater = binary_pointwise("Greater", np.greater, out_dtype=DType.bool_)
@@ -40,20 +41,15 @@ equal = binary_pointwise("Equal", np.equal, "any", out_dtype=DType.bool_)
 
 neg = unary_pointwise("Neg", np.negative, "numeric")
 abs = unary_pointwise("Abs", np.abs, "numeric")
-exp = unary_pointwise("Exp", np.exp)
-log = unary_pointwise("Log", np.log)
-sqrt = unary_pointwise("Sqrt", np.sqrt)
-tanh = unary_pointwise("Tanh", np.tanh)
+exp = unary_pointwise("Exp", np.exp, cost="transcendental")
+log = unary_pointwise("Log", np.log, cost="transcendental")
+sqrt = unary_pointwise("Sqrt", np.sqrt, cost="transcendental")
+tanh = unary_pointwise("Tanh", np.tanh, cost="transcendental")
 relu = unary_pointwise("Relu", lambda x: np.maximum(x, x.dtype.type(0)), "numeric")
 
 
 # -- more math -------------------------------------------------------------------------------
-_erf_scalar = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf_values(x: np.ndarray) -> np.ndarray:
-    """The error function of `x`, computed in float64 (numpy has no erf ufunc)."""
-    return np.asarray(_erf_scalar(np.asarray(x, np.float64)), dtype=np.float64)
+erf_values = erf64  # the error function in float64 (numpy has no erf ufunc)
 
 
 def _rsqrt(x):
@@ -79,6 +75,7 @@ rsqrt = unary_pointwise(
         "array([0.5 , 0.25], dtype=float32)",
         x=[4.0, 16.0],
     ),
+    cost="transcendental",
 )
 erf = unary_pointwise(
     "Erf",
@@ -89,6 +86,7 @@ erf = unary_pointwise(
         "array([0., 1.], dtype=float32)",
         x=[0.0, 10.0],
     ),
+    cost="transcendental",
 )
 sin = unary_pointwise(
     "Sin",
@@ -99,6 +97,7 @@ sin = unary_pointwise(
         "array([0., 1.], dtype=float32)",
         x=[0.0, math.pi / 2],
     ),
+    cost="transcendental",
 )
 cos = unary_pointwise(
     "Cos",
@@ -109,6 +108,7 @@ cos = unary_pointwise(
         "array([ 1., -1.], dtype=float32)",
         x=[0.0, math.pi],
     ),
+    cost="transcendental",
 )
 floor = unary_pointwise(
     "Floor",

@@ -18,9 +18,17 @@ from mdsl.ops.shape_rules import broadcast_shapes
 
 
 def unary_pointwise(
-    op_type: str, reference, dtypes="float", *, attrs=None, out_dtype=None, doc: str = ""
+    op_type: str,
+    reference,
+    dtypes="float",
+    *,
+    attrs=None,
+    out_dtype=None,
+    doc: str = "",
+    cost: str = "arithmetic",
 ):
-    """Declare an elementwise op of one input; `reference` is its numpy implementation."""
+    """Declare an elementwise op of one input; `reference` is its numpy implementation;
+    `cost="transcendental"` for an exp-like op (see `mdsl.passes.cost`)."""
     out_dtype = DType.of(out_dtype) if out_dtype is not None else None
 
     def infer(x, **_attrs):
@@ -34,12 +42,21 @@ def unary_pointwise(
         outputs={"y": [out_dtype] if out_dtype else dtypes},
         attrs=attrs or {},
         category="pointwise",
+        cost=cost,
     )(infer)
     register_op_impl(op_type, _keep_dtype(reference, out_dtype))
     return builder
 
 
-def binary_pointwise(op_type: str, reference, dtypes="numeric", *, out_dtype=None, doc: str = ""):
+def binary_pointwise(
+    op_type: str,
+    reference,
+    dtypes="numeric",
+    *,
+    out_dtype=None,
+    doc: str = "",
+    cost: str = "arithmetic",
+):
     """Declare an elementwise op of two broadcasting inputs of one dtype."""
     out_dtype = DType.of(out_dtype) if out_dtype is not None else None
 
@@ -55,6 +72,7 @@ def binary_pointwise(op_type: str, reference, dtypes="numeric", *, out_dtype=Non
         inputs={"a": dtypes, "b": dtypes},
         outputs={"y": [out_dtype] if out_dtype else dtypes},
         category="pointwise",
+        cost=cost,
     )(infer)
     register_op_impl(op_type, _keep_dtype(reference, out_dtype))
     return builder

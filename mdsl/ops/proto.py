@@ -12,7 +12,7 @@ from mdsl.ir.errors import GraphError
 from mdsl.ir.source import user_source
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.apply import apply_op, prospective_name
-from mdsl.ops.registry import OpDef, get_op, make_slots, register
+from mdsl.ops.registry import COST_CLASSES, OpDef, get_op, make_slots, register
 from mdsl.ops.signature import bind_call, builder_doc, builder_signature
 
 
@@ -24,6 +24,7 @@ def op_proto(
     attrs: dict | None = None,
     category: str = "opaque",
     doc: str | None = None,
+    cost: str = "arithmetic",
 ):
     """Register op `op_type` and turn the InferShape function into the op's builder.
 
@@ -44,6 +45,8 @@ def op_proto(
     """
     if not isinstance(op_type, str) or not op_type.isidentifier():
         raise GraphError(f"op type must be an identifier, got {op_type!r}")
+    if cost not in COST_CLASSES:
+        raise GraphError(f"op {op_type}: cost= is one of {', '.join(COST_CLASSES)}, got {cost!r}")
 
     def decorate(infer):
         opdef = register(
@@ -55,6 +58,7 @@ def op_proto(
                 infer,
                 category,
                 doc or inspect.getdoc(infer) or "",
+                cost=cost,
             )
         )
         return make_builder(opdef, infer)

@@ -173,6 +173,9 @@ _COERCE = {
 }
 
 
+COST_CLASSES = ("arithmetic", "transcendental")  # what one output element costs, roughly
+
+
 @dataclass(slots=True)
 class OpDef:
     """Everything mdsl knows about an op type, apart from its implementations."""
@@ -185,6 +188,7 @@ class OpDef:
     category: str = "opaque"
     doc: str = ""
     extra: dict = field(default_factory=dict)  # lowering hints added by later stages
+    cost: str = "arithmetic"  # or "transcendental": an exp-like op (passes.cost weighs it)
 
     def check_attrs(self, given: dict) -> dict:
         """Attrs with defaults filled in, each validated; GraphError on unknown/missing."""

@@ -13,9 +13,6 @@ standard pipeline of a level. See `mdsl.passes.manager` for the contract.
 (['Input', 'Output'], 5)
 """
 
-from importlib import import_module as _import_module
-from importlib.util import find_spec as _find_spec
-
 from mdsl.ir.rewrite import clone_graph
 
 # Built-in passes register themselves on import (their order: manager.BUILTIN_ORDER).
@@ -33,6 +30,7 @@ from mdsl.passes.edit import (
 from mdsl.passes.fold import fold_constants
 from mdsl.passes.fold_bn import fold_conv_bn, fuse_matmul_add
 from mdsl.passes.manager import (
+    BUILTIN_ORDER,
     PassError,
     PassInfo,
     PassLogEntry,
@@ -54,12 +52,12 @@ from mdsl.passes.pattern import Match, Pat, PatternMatcher, PatternRewrite, rewr
 from mdsl.passes.pipeline import PipelineStages, Stage, pipeline_stages
 from mdsl.passes.placement import DeviceSpec, PlacementPolicy, place
 
-# Passes living in their own modules (layout transformation, fusion grouping, control
-# flow), if present.
-for _name in ("layout", "fusion", "control_flow"):
-    if _find_spec(f"mdsl.passes.{_name}") is not None:
-        _import_module(f"mdsl.passes.{_name}")
+# isort: off
+# The passes of their own modules register after those above (registration order is
+# the order of passes outside BUILTIN_ORDER within a phase).
+from mdsl.passes import layout, fusion, control_flow
+# isort: on
 
 # Names of the built-in passes (the modules simplify, cse and dce hold functions of the
 # same name; `mdsl.passes.run(g, ["simplify"])` is the way to call them).
-PASS_NAMES = ("fold_constants", "simplify", "cse", "dce", "fold_conv_bn", "fuse_matmul_add")
+PASS_NAMES = BUILTIN_ORDER

@@ -7,7 +7,8 @@ movement. Rules:
 - MatMul / Gemm: 2*M*N*K (one multiply-add per output per reduced element), + the bias;
   Conv: 2 * outputs * (Cin/groups)*KH*KW; Einsum: 2 * outputs * the contracted sizes;
 - pointwise ops: one op per output element, TRANSCENDENTAL_OPS ops for exp/erf/tanh-like
-  ones; reductions and normalizations: NORMALIZATION_OPS ops per input element;
+  ones (those declared with `cost="transcendental"`); reductions and normalizations:
+  NORMALIZATION_OPS ops per input element;
 - data movement: no FLOPs, only bytes;
 - control flow: the most expensive branch (If/Case), one run of cond and body (While);
 - bytes: what a node reads plus what it writes (no caches).
@@ -39,25 +40,6 @@ from mdsl.ops.registry import get_op, has_op
 DEFAULT_SYMBOL_SIZE = 32
 TRANSCENDENTAL_OPS = 8
 NORMALIZATION_OPS = 5
-_TRANSCENDENTAL = frozenset(
-    {
-        "Exp",
-        "Log",
-        "Tanh",
-        "Sigmoid",
-        "Erf",
-        "Gelu",
-        "Silu",
-        "Softplus",
-        "Pow",
-        "Sqrt",
-        "Rsqrt",
-        "Sin",
-        "Cos",
-        "Elu",
-        "HardSwish",
-    }
-)
 _STRUCTURAL = frozenset({INPUT, CONST, OUTPUT})
 
 
@@ -145,12 +127,14 @@ class CostModel:
         if op == "Einsum":
             read = sum(math.prod(s) for s in shapes if s)
             return 2 * max(out, read)
-        category = get_op(op).category if has_op(op) else "opaque"
+        opdef = get_op(op) if has_op(op) else None
+        category = opdef.category if opdef else "opaque"
         if category == "data_movement":
             return 0
         if category == "reduction" and shapes and shapes[0] is not None:
             return NORMALIZATION_OPS * math.prod(shapes[0])
-        return out * (TRANSCENDENTAL_OPS if op in _TRANSCENDENTAL else 1)
+        transcendental = opdef is not None and opdef.cost == "transcendental"
+        return out * (TRANSCENDENTAL_OPS if transcendental else 1)
 
 
 def _symbol_sizes(g: Graph, given: Mapping[str, int]) -> dict[str, int]:

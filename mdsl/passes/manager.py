@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from mdsl.ir.errors import GraphError, MdslError
@@ -205,6 +205,7 @@ class PassManager:
         fixed_point: bool = False,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         debug: bool | None = None,
+        history: list[str] | None = None,
     ):
         if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence):
             raise GraphError(f"passes must be a list of pass names, got {passes!r:.60}")
@@ -212,7 +213,8 @@ class PassManager:
         self.fixed_point = fixed_point
         self.max_iterations = max(1, int(max_iterations))
         self.debug = debug_enabled(debug)
-        self.history: list[str] = []
+        # the passes run so far (shared by the managers of one schedule): a failure names them
+        self.history: list[str] = [] if history is None else history
 
     def run(self, g: Graph) -> Graph:
         """A new graph: `g` copied, then transformed by the passes (`g` is not touched)."""
@@ -229,14 +231,16 @@ class PassManager:
         for _ in range(self.max_iterations if self.fixed_point else 1):
             round_change = False
             for info in self.passes:
-                g, changed = self._run_one(info, g)
+                g, changed = self.run_pass(info, g)
                 round_change |= changed
             any_change |= round_change
             if not round_change:
                 break
         return g, any_change
 
-    def _run_one(self, info: PassInfo, g: Graph) -> tuple[Graph, bool]:
+    def run_pass(self, info: PassInfo, g: Graph) -> tuple[Graph, bool]:
+        """Run one pass on `g` itself (logged on `pass_log`, verified in debug mode);
+        returns (resulting graph, whether it changed); a PassError names what ran before."""
         before = count_nodes(g)
         log = list(g.pass_log)
         start = time.perf_counter()
@@ -334,9 +338,46 @@ def optimize(g: Graph, level: int = 2, *, debug: bool | None = None) -> Graph:
     work = clone_graph(g)
     if debug_enabled(debug):
         PassManager([], debug=True)._verify(work, None)
-    history: list[str] = []
-    for passes, fixed in optimize_pipeline(level):
-        manager = PassManager(passes, fixed_point=fixed, debug=debug)
-        manager.history = history  # so a failure names every pass run before it
-        work, _ = manager.run_in_place(work)
+    for step in run_schedule(work, optimize_pipeline(level), debug=debug):
+        work = step.after
     return work
+
+
+@dataclass(frozen=True, slots=True)
+class PassStep:
+    """One pass run of a schedule: the graph before and after it (`after` is `before`
+    when it failed, `failure` then says how)."""
+
+    info: PassInfo
+    before: Graph
+    after: Graph
+    changed: bool
+    failure: str = ""
+
+
+def run_schedule(
+    g: Graph, schedule, *, debug: bool | None = None, snapshots: bool = False
+) -> Iterator[PassStep]:
+    """Run `schedule` (groups of (passes, to a fixed point?), as `optimize_pipeline`
+    gives) over `g` in place, one pass at a time, as `mdsl.optimize` does: yields each
+    pass run. With `snapshots=True` each pass runs on a copy, so every step's `before`
+    stays as it was, and a failing pass ends the run with a step saying so (pass
+    bisection replays the pipeline this way); otherwise a failure raises PassError."""
+    history: list[str] = []
+    for passes, fixed in schedule:
+        manager = PassManager(passes, fixed_point=fixed, debug=debug, history=history)
+        for _ in range(manager.max_iterations if fixed else 1):
+            round_change = False
+            for info in manager.passes:
+                before = g
+                try:
+                    g, changed = manager.run_pass(info, clone_graph(g) if snapshots else g)
+                except MdslError as e:
+                    if not snapshots:
+                        raise
+                    yield PassStep(info, before, before, False, str(e))
+                    return
+                yield PassStep(info, before, g, changed)
+                round_change |= changed
+            if not round_change:
+                break

@@ -72,11 +72,16 @@ def emit(
     *,
     symbols: Mapping[str, int] | None = None,
     opt_level: int = 2,
+    **options,
 ) -> list[Path]:
     """Write the code `target` generates for `g` into `out_dir`; returns the files written.
 
     A graph with symbolic dims needs `symbols` (e.g. `{"N": 8}`): code is generated for
     concrete sizes. Existing files of the same names are overwritten; others are kept.
+    `options` go to the target: "ascendc" takes `project="kernel_launch"` (default: kernels,
+    host tiling and a runner for the whole graph) or `project="custom_op"` (a CANN
+    custom-operator package of one op, see `mdsl.targets.ascendc.op_package`), `soc=` /
+    `socs=` and the package's `op_type=`, `infer_shape=`, `feeds=`.
     """
     from mdsl.codegen.specialize import specialize
     from mdsl.passes.manager import optimize
@@ -87,7 +92,15 @@ def emit(
     values = _checked_symbols(g, symbols)
     optimized = optimize(g, level=opt_level)
     static = specialize(optimized, values) if values else optimized
-    files = chosen.render(static)
+    if options:
+        try:
+            files = chosen.render(static, **options)
+        except TypeError as e:
+            raise CompileError(
+                f"emit target {target!r} does not take the options {sorted(options)}: {e}"
+            ) from None
+    else:
+        files = chosen.render(static)
     return _write(Path(os.fspath(out_dir)), files)
 
 

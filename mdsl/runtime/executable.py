@@ -7,7 +7,8 @@ whole graph with one foreign call.
 Variants of a graph with symbolic dims, for a backend that builds symbolic code ("c",
 "python"):
 
-- the **symbolic build** (signature key `()`): one variant for every shape signature,
+- the **symbolic build** (signature key `()`, built by `mdsl.compile`, so a first call
+  compiles nothing): one variant for every shape signature,
   its kernels taking the dims as run-time arguments and its memory planned per
   signature at run time (`mdsl.targets.signatures`);
 - **specialized** variants, built ahead of time for `specialize={"N": [1, 8, 32]}`:
@@ -18,7 +19,9 @@ Variants of a graph with symbolic dims, for a backend that builds symbolic code 
 - **per-signature** variants, each specialized for every symbol of one signature, in
   a bounded LRU (MAX_VARIANTS): with `specialize=True`, on a backend without symbolic
   builds ("numba"), and when the symbolic build is impossible (a kernel that needs
-  static dims, e.g. a convolution over symbolic spatial dims: `NotSymbolic`).
+  static dims, e.g. a convolution over symbolic spatial dims: `NotSymbolic`). These are
+  built by the first call of their signature, which logs that it compiles (logger
+  "mdsl.compile", level INFO).
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import numpy as np
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.log import get_logger
 from mdsl.targets.feeds import bind_feeds
 from mdsl.targets.registry import KernelInfo
 
+LOG = get_logger("mdsl.compile")
 MAX_VARIANTS = 16
 SYMBOLIC = ()  # the signature key of the symbolic build
 
@@ -77,6 +82,9 @@ class Executable:
             self._only_variant = self._variant({})  # static graphs compile now
         elif isinstance(self.specialize, dict):
             self._build_specialized()
+        elif variants is None and self._uses_symbolic_build():
+            # now, in mdsl.compile: a first call compiles nothing
+            self._latest_variant = self._build_symbolic()
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, feeds: Mapping | None = None, /, **kwargs) -> dict[str, np.ndarray]:
@@ -116,6 +124,12 @@ class Executable:
         if variant is None and self._uses_symbolic_build():
             variant = self._build_symbolic()
         if variant is None:
+            LOG.info(
+                "compiling %r for %s (a %s variant, built on the first call of this signature)",
+                self.graph.name,
+                ", ".join(f"{k}={v}" for k, v in key) or "its static shapes",
+                getattr(self.backend, "name", "backend"),
+            )
             variant = self.backend.build(self.graph, symbols, self.threads)
             with self._lock:
                 self._variants[key] = variant

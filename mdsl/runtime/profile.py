@@ -46,11 +46,15 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.html import escape, html_block, html_table
+from mdsl.ir.text import WIDTH, clip, shorten_path
+from mdsl.log import format_seconds
 from mdsl.targets.feeds import bind_feeds
 
-TABLE_WIDTH = 100
+TABLE_WIDTH = WIDTH
 TOP = 15
 LAYER_DEPTH = 2
+BUSY_SPREAD = 0.25  # run-time IQR above this share of the median: the machine was busy
 FREE_OPS = frozenset({"var", "const", "cast"})  # no arithmetic: not counted as FLOPs
 
 
@@ -78,14 +82,24 @@ class KernelProfile:
         return float(np.mean(self.times)) if self.times else 0.0
 
     @property
+    def median(self) -> float:
+        """Median seconds per run: what the tables show (robust to a busy moment)."""
+        return float(np.median(self.times)) if self.times else 0.0
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of the run times, in seconds (the spread)."""
+        return _iqr(self.times)
+
+    @property
     def gflops(self) -> float:
-        """Achieved GFLOP/s over the mean time (nan when too fast to time)."""
-        return _rate(self.flops, self.mean)
+        """Achieved GFLOP/s over the median time (nan when too fast to time)."""
+        return _rate(self.flops, self.median)
 
     @property
     def gbps(self) -> float:
-        """Achieved GB/s over the mean time (nan when too fast to time)."""
-        return _rate(self.bytes, self.mean)
+        """Achieved GB/s over the median time (nan when too fast to time)."""
+        return _rate(self.bytes, self.median)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +108,7 @@ class ProfileGroup:
 
     key: str
     kernels: int
-    seconds: float  # mean seconds per run, summed over the kernels
+    seconds: float  # median seconds per run, summed over the kernels
     flops: int
     bytes: int
 
@@ -119,6 +133,7 @@ class Profile:
     run_starts: tuple[float, ...]  # time.perf_counter() at each run's start
     symbols: dict[str, int] = field(default_factory=dict)
     timed: str = "kernels"  # or "nodes", for a variant without Kernel IR (python)
+    compile_seconds: float = 0.0  # building the variant and its profiling build: not in `wall`
 
     @property
     def runs(self) -> int:
@@ -134,9 +149,26 @@ class Profile:
         return float(np.mean(self.wall)) if self.wall else 0.0
 
     @property
+    def wall_median(self) -> float:
+        """Median seconds of a whole run."""
+        return float(np.median(self.wall)) if self.wall else 0.0
+
+    @property
+    def wall_iqr(self) -> float:
+        """Interquartile range of the whole-run times, in seconds."""
+        return _iqr(self.wall)
+
+    @property
+    def busy(self) -> bool:
+        """Whether the spread of the run times says the machine was busy: the IQR is more
+        than BUSY_SPREAD of the median (a quiet machine repeats a run within a few %)."""
+        median = self.wall_median
+        return self.runs >= 4 and median > 0 and self.wall_iqr > BUSY_SPREAD * median
+
+    @property
     def kernel_seconds(self) -> float:
-        """Mean seconds per run spent inside kernels (the rest is call overhead)."""
-        return sum(k.mean for k in self.kernels)
+        """Median seconds per run spent inside kernels, summed (the rest is call overhead)."""
+        return sum(k.median for k in self.kernels)
 
     @property
     def flops(self) -> int:
@@ -163,7 +195,7 @@ class Profile:
             ProfileGroup(
                 name,
                 len(ks),
-                sum(k.mean for k in ks),
+                sum(k.median for k in ks),
                 sum(k.flops for k in ks),
                 sum(k.bytes for k in ks),
             )
@@ -176,16 +208,27 @@ class Profile:
         shape = " ".join(f"{s}={v}" for s, v in sorted(self.symbols.items()))
         where = f"{self.backend}, {shape}" if shape else self.backend
         unit = self.unit
-        wall = f"run {_us(self.wall_mean)} us (min {_us(min(self.wall, default=0.0))})"
+        median = self.wall_median
+        wall = (
+            f"run {_us(median)} us median (IQR {_us(self.wall_iqr)} us, "
+            f"min {_us(min(self.wall, default=0.0))})"
+        )
         inside = self.kernel_seconds
-        share = f" = {100 * inside / self.wall_mean:.0f}% of it" if self.wall_mean else ""
-        return (
-            f"profile {self.graph!r} ({where}): {self.runs} runs, {len(self.kernels)} {unit}\n"
-            f"{wall}, {unit} {_us(inside)} us{share}\n"
+        share = f" = {100 * inside / median:.0f}% of it" if median else ""
+        lines = [
+            f"profile {self.graph!r} ({where}): {self.runs} runs, {len(self.kernels)} {unit}",
+            f"{wall}, {unit} {_us(inside)} us{share}",
             f"{_count(self.flops)}FLOP and {_count(self.bytes)}B a run: "
             f"{_fixed(_rate(self.flops, inside))} GFLOP/s, "
-            f"{_fixed(_rate(self.bytes, inside))} GB/s in {unit}"
-        )
+            f"{_fixed(_rate(self.bytes, inside))} GB/s in {unit}",
+            f"compile {format_seconds(self.compile_seconds)} before the runs (not in the times above)",
+        ]
+        if self.busy:
+            lines.append(
+                f"warning: run times spread widely (IQR {100 * self.wall_iqr / median:.0f}% "
+                "of the median): the machine was busy; rerun on a quiet machine or with more runs"
+            )
+        return "\n".join(lines)
 
     def table(self, top: int = TOP, depth: int = LAYER_DEPTH, width: int = TABLE_WIDTH) -> str:
         """The summary, then the `top` kernels, op types and layers (to `depth` path parts)
@@ -195,23 +238,40 @@ class Profile:
         lines += ["", *self._kernel_lines(top, total, width)]
         for key, title in (("op", "op type"), ("layer", f"layer (depth {depth})")):
             lines += ["", *self._group_lines(self.by(key, depth), title, top, total, width)]
-        return "\n".join(_clip(line, width) for line in lines)
+        return "\n".join(clip(line, width) for line in lines)
 
     def __str__(self) -> str:
         return self.table()
+
+    def __repr__(self) -> str:
+        return (
+            f"Profile({self.graph!r}, {self.backend}: {self.runs} runs, {len(self.kernels)} "
+            f"{self.unit}, median {_us(self.wall_median)} us)"
+        )
+
+    def _repr_html_(self) -> str:
+        """The summary and the kernels by time (for notebooks)."""
+        ranked = sorted(self.kernels, key=lambda k: -k.median)
+        rows = [
+            [k.name, k.op_type, k.layer or "(top)", _us(k.median), _us(k.iqr), _fixed(k.gflops)]
+            for k in ranked[:TOP]
+        ]
+        headers = [self.unit[:-1], "op types", "layer", "median us", "IQR us", "GFLOP/s"]
+        summary = "".join(f"<p>{escape(line)}</p>" for line in self.summary().splitlines()[1:])
+        return html_block(self.summary().splitlines()[0], summary, html_table(headers, rows))
 
     def _kernel_lines(self, top: int, total: float, width: int) -> list[str]:
         name_w, op_w = 20, 16
         layer_w = max(8, width - name_w - op_w - len(_numbers_header()) - 2)
         head = f"{self.unit[:-1]:<{name_w}} {'op types':<{op_w}} {'layer':<{layer_w}}"
         lines = [head + _numbers_header()]
-        ranked = sorted(self.kernels, key=lambda k: -k.mean)
+        ranked = sorted(self.kernels, key=lambda k: -k.median)
         for k in ranked[:top]:
             cells = (
-                f"{_clip(_local_name(k), name_w):<{name_w}} {_clip(k.op_type, op_w):<{op_w}} "
-                f"{_shorten(k.layer or '(top)', layer_w):<{layer_w}}"
+                f"{clip(_local_name(k), name_w):<{name_w}} {clip(k.op_type, op_w):<{op_w}} "
+                f"{shorten_path(k.layer or '(top)', layer_w):<{layer_w}}"
             )
-            lines.append(cells + _numbers(k.mean, total, k.gflops, k.gbps))
+            lines.append(cells + _numbers(k.median, total, k.gflops, k.gbps))
         lines += _rest_line(ranked[top:], total, self.unit)
         return lines
 
@@ -219,7 +279,7 @@ class Profile:
         key_w = max(12, width - 8 - len(_numbers_header()))
         lines = [f"{title:<{key_w}} {self.unit:>7}" + _numbers_header()]
         for g in groups[:top]:
-            label = _shorten(g.key or "(top)", key_w)
+            label = shorten_path(g.key or "(top)", key_w)
             lines.append(
                 f"{label:<{key_w}} {g.kernels:>7}" + _numbers(g.seconds, total, g.gflops, g.gbps)
             )
@@ -231,18 +291,28 @@ class Profile:
 
     # -- Chrome trace -------------------------------------------------------------------------
     def trace_events(self) -> list[dict]:
-        """Chrome trace events: one "X" (complete) event per run and per kernel per run,
-        times in microseconds from the first run's start; kernels nest in their run."""
-        pid, tid = 1, 1
+        """Chrome trace events, times in microseconds from the first run's start.
+
+        Track 1 holds one slice per run; each top-level layer gets a track of its own, with
+        one slice per run spanning the layer's kernels and the kernels nested in it, so
+        Perfetto shows the layers as a hierarchy. Kernels outside any layer are on "(top)".
+        """
+        pid = 1
         unit = self.timed[:-1]
+        tracks = self._layer_tracks()
         events: list[dict] = [
             _meta("process_name", pid, None, f"mdsl {self.graph} ({self.backend})"),
-            _meta("thread_name", pid, tid, "run"),
+            _meta("thread_name", pid, 1, "runs"),
         ]
+        events += [
+            _meta("thread_name", pid, tid, layer or "(top)") for layer, tid in tracks.items()
+        ]
+        events += [_meta("thread_sort_index", pid, tid, str(tid)) for tid in [1, *tracks.values()]]
         origin = self.run_starts[0] if self.run_starts else 0.0
         for r, (start, wall) in enumerate(zip(self.run_starts, self.wall)):
             base = (start - origin) * 1e6
-            events.append(_complete(f"run {r}", "run", base, wall * 1e6, pid, tid, {"run": r}))
+            events.append(_complete(f"run {r}", "run", base, wall * 1e6, pid, 1, {"run": r}))
+            events += self._layer_slices(r, base, tracks, pid)
             for k in self.kernels:
                 args = {
                     unit: k.name,
@@ -255,8 +325,30 @@ class Profile:
                     "GB/s": _json_rate(k.bytes, k.times[r]),
                 }
                 ts = base + k.starts[r] * 1e6
+                tid = tracks[_top_layer(k.layer)]
                 events.append(_complete(k.name, k.kind, ts, k.times[r] * 1e6, pid, tid, args))
         return events
+
+    def _layer_tracks(self) -> dict[str, int]:
+        """Top-level layer -> track id (2, 3, ... in the order their kernels run)."""
+        tracks: dict[str, int] = {}
+        for k in self.kernels:
+            tracks.setdefault(_top_layer(k.layer), len(tracks) + 2)
+        return tracks
+
+    def _layer_slices(self, r: int, base: float, tracks: dict[str, int], pid: int) -> list:
+        spans: dict[str, list[float]] = {}
+        for k in self.kernels:
+            layer = _top_layer(k.layer)
+            if not layer:
+                continue
+            begin, end = k.starts[r], k.starts[r] + k.times[r]
+            span = spans.setdefault(layer, [begin, end])
+            span[0], span[1] = min(span[0], begin), max(span[1], end)
+        return [
+            _complete(layer, "layer", base + b * 1e6, (e - b) * 1e6, pid, tracks[layer], {"run": r})
+            for layer, (b, e) in spans.items()
+        ]
 
     def to_chrome_trace(self, path) -> Path:
         """Write the trace (JSON, Chrome trace event format) that Perfetto
@@ -269,6 +361,7 @@ class Profile:
                 "backend": self.backend,
                 "runs": self.runs,
                 "symbols": dict(self.symbols),
+                "compile_seconds": self.compile_seconds,
             },
         }
         target = Path(os.fspath(path))
@@ -279,8 +372,25 @@ class Profile:
         return target
 
 
+def _top_layer(layer: str) -> str:
+    return layer.split("/", 1)[0]
+
+
+def _iqr(times) -> float:
+    if len(times) < 2:
+        return 0.0
+    q1, q3 = np.percentile(times, [25, 75])
+    return float(q3 - q1)
+
+
 def _meta(name: str, pid: int, tid: int | None, value: str) -> dict:
-    event = {"name": name, "ph": "M", "pid": pid, "args": {"name": value}}
+    key = "sort_index" if name.endswith("sort_index") else "name"
+    event = {
+        "name": name,
+        "ph": "M",
+        "pid": pid,
+        "args": {key: int(value) if key == "sort_index" else value},
+    }
     if tid is not None:
         event["tid"] = tid
     return event
@@ -339,19 +449,8 @@ def _numbers(seconds: float, total: float, gflops: float, gbps: float) -> str:
 def _rest_line(rest: list[KernelProfile], total: float, what: str) -> list[str]:
     if not rest:
         return []
-    seconds = sum(k.mean for k in rest)
+    seconds = sum(k.median for k in rest)
     return [f"  (+{len(rest)} more {what}: {_us(seconds)} us, {_pct(seconds, total)}%)"]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _shorten(path: str, width: int) -> str:
-    """A long layer path as its first part, an ellipsis and as much of its end as fits."""
-    from mdsl.tools.compare import _shorten_path
-
-    return _shorten_path(path, width)
 
 
 def _local_name(k: KernelProfile) -> str:
@@ -581,10 +680,15 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ExecutionError(f"profile: {name} must be an int >= {least}, got {value!r}")
     env, symbols = bind_feeds(exe.graph, feeds)
+    compile_start = time.perf_counter()
     variant = exe._variant(symbols)
     units = _units(exe, variant, symbols)
-    for _ in range(warmup):
+    setup_seconds = time.perf_counter() - compile_start
+    first_run = 0.0
+    for i in range(warmup):
+        start = time.perf_counter()
         variant.run_profiled(env)
+        first_run = time.perf_counter() - start if i == 0 else first_run
     rows, wall, starts = [], [], []
     for _ in range(runs):
         start = time.perf_counter()
@@ -592,6 +696,8 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
         wall.append(time.perf_counter() - start)
         starts.append(start)
     timings = np.stack(rows) if rows else np.zeros((0, len(units), 2))
+    # what the first call costs beyond a run (the profiling build, numba's first compile)
+    compile_seconds = setup_seconds + max(0.0, first_run - float(np.median(wall)))
     kernels = [
         KernelProfile(
             u.name,
@@ -608,5 +714,12 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
     ]
     timed = "kernels" if variant.plan is not None else "nodes"
     return Profile(
-        exe.graph.name, exe.backend.name, kernels, tuple(wall), tuple(starts), symbols, timed
+        exe.graph.name,
+        exe.backend.name,
+        kernels,
+        tuple(wall),
+        tuple(starts),
+        symbols,
+        timed,
+        compile_seconds,
     )

@@ -40,21 +40,19 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 import numpy as np
 
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.rewrite import clone_graph
+from mdsl.ir.text import clip, shorten_path
 from mdsl.passes.fusion import fusion_groups
 from mdsl.passes.manager import (
-    DEFAULT_MAX_ITERATIONS,
     PassInfo,
-    PassManager,
-    debug_enabled,
     get_pass,
     optimize_pipeline,
+    run_schedule,
 )
 from mdsl.targets.registry import can, target_class
 from mdsl.tools.compare import (
@@ -65,7 +63,6 @@ from mdsl.tools.compare import (
     _run,
     _run_promoted,
     _runner,
-    _shorten_path,
     row_of_arrays,
 )
 from mdsl.tools.diff import GraphDiff, diff, type_text
@@ -193,7 +190,7 @@ class BisectReport:
         are counted, not listed, unless `all_steps`."""
         lines = [*_wrap(self.summary(), width), self.verdict(), "", *self._step_lines(all_steps)]
         lines += self._culprit_lines(width)
-        return "\n".join(_clip(line, width) for line in lines)
+        return "\n".join(clip(line, width) for line in lines)
 
     def to_markdown(self) -> str:
         lines = [f"**{self.summary()}**", "", self.verdict(), ""]
@@ -242,7 +239,7 @@ class BisectReport:
         for s in shown:
             nodes = f"{s.nodes_before} -> {s.nodes_after}" if s.index else str(s.nodes_after)
             lines.append(
-                f"{s.index:>4}  {_shorten_path(s.pass_name, 22):<22}  {nodes:<13}  "
+                f"{s.index:>4}  {shorten_path(s.pass_name, 22):<22}  {nodes:<13}  "
                 f"{s.result:<9}  {_num(s.max_abs):>9}".rstrip()
             )
         if len(shown) < len(self.steps):
@@ -259,7 +256,7 @@ class BisectReport:
         if self.culprit_group is not None:
             lines.append(f"first divergent fusion group: {self.culprit_group.describe()}")
             lines += [
-                f"  {op:<18} {_shorten_path(name, width - 21)}"
+                f"  {op:<18} {shorten_path(name, width - 21)}"
                 for name, op in self.culprit_group.nodes[:SHOWN_TOUCHED]
             ]
         if self.group_divergence is not None:
@@ -277,7 +274,7 @@ class BisectReport:
                 f"{counts['-']} removed",
             ]
             for t in self.touched[:SHOWN_TOUCHED]:
-                lines.append(f"  {t.mark} ({t.op_type}) {_shorten_path(t.name, width - 24)}")
+                lines.append(f"  {t.mark} ({t.op_type}) {shorten_path(t.name, width - 24)}")
                 lines += [f"      {d}" for d in t.details]
             if len(self.touched) > SHOWN_TOUCHED:
                 lines.append(f"  ... and {len(self.touched) - SHOWN_TOUCHED} more")
@@ -297,7 +294,7 @@ def _output_line(r: CompareRow, width: int) -> str:
     tail = f"  max_abs {_num(r.max_abs):>9}  cosine {_cos(r.cosine)}  {status}"
     if r.note:
         tail += f" ({r.note})"
-    return f"  {_shorten_path(r.tensor, max(12, width - len(tail) - 2))}{tail}"
+    return f"  {shorten_path(r.tensor, max(12, width - len(tail) - 2))}{tail}"
 
 
 def _num(v: float) -> str:
@@ -312,10 +309,6 @@ def _cos(v: float) -> str:
 
 def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False)
-
-
-def _clip(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 # -- the steps --------------------------------------------------------------------------------
@@ -335,51 +328,6 @@ def _as_pass(p) -> PassInfo:
     if callable(p):  # an unregistered pass function
         return PassInfo(getattr(p, "__name__", "pass"), p, frozenset(), "rewrite")
     raise GraphError(f"a pass is a registered name or a function, got {p!r:.60}")
-
-
-class PassRun(NamedTuple):
-    """One pass applied to a copy of `before`; `failure` is its error message, if any."""
-
-    info: PassInfo
-    before: Graph
-    after: Graph
-    changed: bool
-    failure: str
-
-
-class _Replay:
-    """Runs the schedule one pass at a time (fixed-point groups round by round, as
-    `mdsl.optimize` does), yielding a PassRun per pass run; stops after a failure."""
-
-    def __init__(self, g: Graph, schedule, debug: bool):
-        self.graph = clone_graph(g)
-        self.schedule = schedule
-        self.debug = debug
-        self.history: list[str] = []
-
-    def __iter__(self):
-        for passes, fixed in self.schedule:
-            for _ in range(DEFAULT_MAX_ITERATIONS if fixed else 1):
-                round_change = False
-                for info in passes:
-                    run = self._run(info)
-                    yield run
-                    if run.failure:
-                        return
-                    round_change |= run.changed
-                if not round_change:
-                    break
-
-    def _run(self, info: PassInfo) -> PassRun:
-        before = self.graph
-        manager = PassManager([info], debug=self.debug)
-        manager.history = self.history
-        try:
-            after, changed = manager.run_in_place(clone_graph(before))
-        except MdslError as e:
-            return PassRun(info, before, before, False, str(e))
-        self.graph = after
-        return PassRun(info, before, after, changed, "")
 
 
 # -- comparing -------------------------------------------------------------------------------
@@ -527,7 +475,7 @@ def bisect(
     if start.ok is False or start.error:
         return report
     last_graph, last_values = g, got
-    replay = _Replay(g, schedule, debug_enabled(debug))
+    replay = run_schedule(clone_graph(g), schedule, debug=debug, snapshots=True)
     for index, run in enumerate(replay, start=1):
         step = BisectStep(
             index, run.info.name, run.changed, len(run.before), len(run.after), error=run.failure

@@ -1,8 +1,8 @@
 """The `mdsl` command line (also `python -m mdsl`).
 
 A model file is a Python file defining `build() -> mdsl.Graph` (keyword arguments come
-from `--arg NAME=VALUE`); wherever a model is expected, a graph saved with
-`mdsl build -o model.mdsl` works too.
+from `--arg NAME=VALUE`); wherever a model is expected, an ONNX model (`.onnx`) or a
+graph saved with `mdsl build -o model.mdsl` works too.
 
     mdsl summary examples/bert.py --depth 2      # nodes and op types per layer
     mdsl build examples/bert.py -O 2 -o bert.mdsl
@@ -12,6 +12,7 @@ from `--arg NAME=VALUE`); wherever a model is expected, a graph saved with
     mdsl compare examples/bert.py --random --bisect
     mdsl emit examples/bert.py --target c --dim B=1 --dim S=128 -o build/bert_c
     mdsl profile examples/bert.py --random --dim B=2 --dim S=64 --runs 20 --trace bert.json
+    mdsl convert model.onnx model.mdsl            # (or .mdsl/.py -> .onnx)
 
 Exit status: 0 success, 1 error (one line on stderr; `--debug` shows the traceback),
 2 bad usage, 3 `compare` found a mismatch.
@@ -27,6 +28,7 @@ from collections import Counter
 
 from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph
+from mdsl.ir.text import WIDTH
 from mdsl.targets.registry import target_names
 from mdsl.tools.model_inputs import (
     load_feeds,
@@ -37,7 +39,6 @@ from mdsl.tools.model_inputs import (
 )
 
 EXIT_ERROR, EXIT_USAGE, EXIT_MISMATCH = 1, 2, 3
-WIDTH = 100
 TOP_OPS = 5
 
 
@@ -106,6 +107,13 @@ def _feeds(args, g: Graph) -> dict:
         bad = [k for k, v in symbols.items() if not isinstance(v, int) or v < 0]
         if bad:
             raise UsageError(f"--dim {bad[0]}: sizes are non-negative integers")
+        known = {s for t in g.inputs.values() for s in _free_symbols(t.shape)}
+        unknown = sorted(set(symbols) - known)
+        if unknown:
+            dims = ", ".join(sorted(known)) or "none"
+            raise UsageError(
+                f"--dim {unknown[0]}: not a dim of graph {g.name!r} (its dims: {dims})"
+            )
         return random_feeds(g, symbols, seed=args.seed)
     names = ", ".join(g.inputs) or "none"
     raise UsageError(f"give --feeds FILE.npz (inputs: {names}) or --random")
@@ -331,7 +339,11 @@ def _profile(args) -> int:
 
 # -- the parser ------------------------------------------------------------------------------
 def _model_args(p: argparse.ArgumentParser, name: str = "model") -> None:
-    p.add_argument(name, help="a Python file defining build() -> mdsl.Graph, or a saved .mdsl")
+    p.add_argument(
+        name,
+        help="a Python file defining build() -> mdsl.Graph, an ONNX model (.onnx) "
+        "or a saved graph (.mdsl)",
+    )
     p.add_argument(
         "--arg",
         action="append",
@@ -348,7 +360,7 @@ def _opt_arg(p: argparse.ArgumentParser, default: int | None, what: str) -> None
         choices=range(4),
         default=default,
         metavar="LEVEL",
-        help=f"{what} (0-3; default {default})",
+        help=f"{what} (0-3)" + ("" if default is None else f"; default {default}"),
     )
 
 
@@ -370,12 +382,37 @@ def _add(sub, name: str, run, help: str, description: str = "") -> argparse.Argu
     return p
 
 
+def _version() -> str:
+    from mdsl import __version__
+
+    return __version__
+
+
+def _convert(args) -> int:
+    g = _graph(args)
+    target = args.output
+    with args.progress.stage(f"write {target}") as done:
+        if target.endswith(".onnx"):
+            from mdsl.frontends import onnx
+
+            onnx.export(g, target)
+        elif target.endswith(".mdsl"):
+            from mdsl.ir.serialize import save
+
+            save(g, target)
+        else:
+            raise UsageError(f"{target}: convert writes a saved graph (.mdsl) or ONNX (.onnx)")
+        done(f"{len(g)} nodes")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mdsl",
         description="mdsl: build, inspect, run and compare graphs defined in Python.",
         epilog="Exit status: 0 ok, 1 error, 2 bad usage, 3 compare found a mismatch.",
     )
+    p.add_argument("--version", action="version", version=f"mdsl {_version()}")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -394,7 +431,14 @@ def parser() -> argparse.ArgumentParser:
     _model_args(s)
     _feed_args(s)
     _opt_arg(s, 0, "optimize first at this level")
-    s.add_argument("--impl", choices=("auto", "python", "expr"), default="auto")
+    s.add_argument(
+        "--impl",
+        choices=("auto", "python", "expr"),
+        default="auto",
+        help="which implementation of each op the interpreter runs: its numpy reference "
+        "(python), its scalar expression (expr), or the reference where there is one (auto; "
+        "the default)",
+    )
     s.add_argument("-o", "--output", metavar="FILE.npz", help="write the outputs")
 
     s = _add(
@@ -440,9 +484,13 @@ def parser() -> argparse.ArgumentParser:
     _feed_args(s)
     s.add_argument("--backend", default="python", help="run compared (default python)")
     s.add_argument("--reference", default="python", help="reference run (default python)")
-    s.add_argument("--rtol", type=float, default=1e-3)
-    s.add_argument("--atol", type=float, default=1e-5)
-    s.add_argument("--reference-dtype", choices=("float32", "float64"))
+    s.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
+    s.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
+    s.add_argument(
+        "--reference-dtype",
+        choices=("float32", "float64"),
+        help="run the reference in this dtype (tells precision from logic errors)",
+    )
     s.add_argument("--bisect", action="store_true", help="find the first divergent pass")
     _opt_arg(s, None, "level whose passes --bisect applies (default 2)")
     s.add_argument("--markdown", action="store_true", help="print Markdown")
@@ -475,7 +523,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _model_args(s)
     _feed_args(s)
-    s.add_argument("--backend", choices=target_names("build"), default="c")
+    s.add_argument("--backend", choices=target_names("build"), default="c", help="default c")
     s.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
     s.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     s.add_argument("--threads", type=int, help="OpenMP/BLAS threads (default: all cores)")
@@ -484,6 +532,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--depth", type=int, default=2, help="layer depth (default 2)")
     s.add_argument("--width", type=int, default=WIDTH, help=f"columns (default {WIDTH})")
     _opt_arg(s, 2, "optimization level")
+
+    s = _add(
+        sub,
+        "convert",
+        _convert,
+        "convert a model to a saved graph (.mdsl) or to ONNX (.onnx)",
+        "Build or import MODEL (.py, .onnx or .mdsl) and write it to OUTPUT: a saved "
+        "mdsl graph when OUTPUT ends in .mdsl, an ONNX model when it ends in .onnx.",
+    )
+    _model_args(s)
+    s.add_argument("output", help="the file to write (.mdsl or .onnx)")
     return p
 
 

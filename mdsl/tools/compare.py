@@ -27,15 +27,17 @@ import numpy as np
 from mdsl.ir.dtype import FLOATS, DType
 from mdsl.ir.errors import DTypeError, ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
+from mdsl.ir.html import escape, html_block, html_table
 from mdsl.ir.rewrite import all_graphs
 from mdsl.ir.tensor_type import TensorType
+from mdsl.ir.text import WIDTH, clip, shorten_path
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.targets.python.interpreter import interpret
 from mdsl.targets.registry import can, target_names
 
 Runner = Callable[[Graph, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 _BACKENDS: dict[str, Runner] = {}
-TABLE_WIDTH = 100
+TABLE_WIDTH = WIDTH
 
 
 def register_backend(name: str, run: Runner) -> None:
@@ -152,10 +154,22 @@ class CompareReport:
         cells = [_cells(r) for r in self.rows]
         widths = _column_widths(cells, width)
         first = self._first_line()
-        lines = [_clip(self.summary(), width)] + ([_clip(first, width)] if first else [])
+        lines = [clip(self.summary(), width)] + ([clip(first, width)] if first else [])
         lines.append(_line(_HEADERS, widths))
         lines += [_line(c, widths) for c in cells]
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"CompareReport({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        """The summary and one row per tensor, mismatches marked (for notebooks)."""
+        first = self._first_line()
+        table = html_table(
+            _HEADERS, [_cells(r) for r in self.rows], row_classes=[_row_class(r) for r in self.rows]
+        )
+        note = f"<p>{escape(first)}</p>" if first else ""
+        return html_block(self.summary(), note, table)
 
     def to_markdown(self) -> str:
         """The report as a Markdown table, one row per tensor (the layer is the tensor
@@ -191,6 +205,10 @@ def _short_dtype(name: str) -> str:
     return name
 
 
+def _row_class(r: CompareRow) -> str:
+    return "" if r.ok else "bad"
+
+
 def _cells(r: CompareRow) -> tuple[str, ...]:
     dtype = _short_dtype(r.dtype)
     dtype = dtype if r.format == "ND" else f"{dtype} {r.format}"
@@ -222,23 +240,9 @@ def _line(cells, widths) -> str:
     parts = []
     for i, (text, w) in enumerate(zip(cells, widths)):
         if len(text) > w:  # names keep their top-level layer and leaf, the rest its start
-            text = _shorten_path(text, w) if i == 0 else text[: w - 1] + "…"
+            text = shorten_path(text, w) if i == 0 else text[: w - 1] + "…"
         parts.append(text.rjust(w) if 4 <= i <= 6 else text.ljust(w))
     return "  ".join(parts).rstrip()
-
-
-def _shorten_path(name: str, width: int) -> str:
-    """`EncoderBlock_1/…ion/Q/MatMul`: the first path part (when it takes at most 3/5 of
-    the width), an ellipsis, and as much of the end as fits."""
-    if len(name) <= width:
-        return name
-    first = name.partition("/")[0] + "/"
-    head = first if "/" in name and 5 * len(first) <= 3 * width else name[: (width - 1) // 2]
-    return head + "…" + name[len(name) - (width - 1 - len(head)) :]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"  # the tail is in the rows
 
 
 def _num(v: float) -> str:

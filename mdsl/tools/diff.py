@@ -31,10 +31,11 @@ import numpy as np
 
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import CONST, Graph, Node, Tensor
+from mdsl.ir.html import html_block, html_table
 from mdsl.ir.initializer import ParamInit
+from mdsl.ir.text import WIDTH
 from mdsl.passes.fusion import FusionGroup, fusion_groups
 
-WIDTH = 100
 SHOWN_PER_SECTION = 40
 
 
@@ -113,6 +114,23 @@ class GraphDiff:
 
     def __repr__(self) -> str:
         return f"GraphDiff({self.a.name!r} -> {self.b.name!r}: {self.summary()})"
+
+    def _repr_html_(self) -> str:
+        """Added, removed, changed and renamed nodes and op counts (for notebooks)."""
+        rows = [["added", n] for n in self.added[:SHOWN_PER_SECTION]]
+        rows += [["removed", n] for n in self.removed[:SHOWN_PER_SECTION]]
+        rows += [
+            ["changed", f"{c.after} ({c.op_type}): {', '.join(c.what)}"]
+            for c in self.changed[:SHOWN_PER_SECTION]
+        ]
+        rows += [["renamed", f"{a} -> {b}"] for a, b in self.renamed[:SHOWN_PER_SECTION]]
+        counts = [[c.op_type, c.before, c.after] for c in self.op_counts if c.before != c.after]
+        title = f"diff {self.a.name!r} -> {self.b.name!r}: {self.summary()}"
+        return html_block(
+            title,
+            html_table(["", "node"], rows),
+            html_table(["op type", "before", "after"], counts),
+        )
 
 
 def diff(a: Graph, b: Graph) -> GraphDiff:

@@ -34,8 +34,8 @@ class ModelFileError(MdslError):
 
 # -- graphs ----------------------------------------------------------------------------------
 def load_graph(path: str, build_args: Mapping[str, object] | None = None) -> Graph:
-    """The graph of `path`: a saved graph (`.mdsl`) or a Python model file whose `build()`
-    (called with `build_args`) returns an `mdsl.Graph`."""
+    """The graph of `path`: a saved graph (`.mdsl`), an ONNX model (`.onnx`) or a Python
+    model file whose `build()` (called with `build_args`) returns an `mdsl.Graph`."""
     file = Path(path)
     if not file.is_file():
         raise ModelFileError(f"{path}: no such file")
@@ -45,8 +45,17 @@ def load_graph(path: str, build_args: Mapping[str, object] | None = None) -> Gra
         from mdsl.ir.serialize import load
 
         return load(file)
+    if file.suffix == ".onnx":
+        if build_args:
+            raise ModelFileError(f"{path}: an ONNX model takes no build arguments")
+        from mdsl.frontends import onnx
+
+        return onnx.load(str(file))
     if file.suffix != ".py":
-        raise ModelFileError(f"{path}: expected a Python model file (.py) or a saved graph (.mdsl)")
+        raise ModelFileError(
+            f"{path}: expected a Python model file (.py), an ONNX model (.onnx) "
+            "or a saved graph (.mdsl)"
+        )
     build = _build_function(file)
     graph = _call_user_code(file, lambda: build(**dict(build_args or {})), "build()")
     if not isinstance(graph, Graph):

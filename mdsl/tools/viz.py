@@ -121,6 +121,29 @@ def type_label(ttype) -> str:
     return text if fmt == Format.ND else f"{text} {fmt.value}"
 
 
+MAX_ATTR_TEXT = 60
+
+
+def attr_lines(node: Node) -> list[str]:
+    """The node's attrs as `name=value` lines (constants' values and subgraphs left out,
+    long values cut), for tooltips and the HTML node table.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.transpose(g.input("x", (2, 3)), perm=(1, 0))
+    ...     g.output(y, "y")
+    >>> attr_lines(y.producer)
+    ['perm=(1, 0)']
+    """
+    if node.op_type == CONST:
+        return []
+    lines = []
+    for name, value in node.attrs.items():
+        text = f"{name}={value!r}"
+        lines.append(text if len(text) <= MAX_ATTR_TEXT else text[: MAX_ATTR_TEXT - 1] + "…")
+    return [_printable(line) for line in lines]
+
+
 def _leaf(name: str) -> str:
     return name.rpartition("/")[2]
 
@@ -411,6 +434,7 @@ class _DotWriter:
     def _node_tooltip(self, node: Node) -> str:
         parts = [f"{node.name} ({node.op_type})"]
         parts += [f"{t.name}: {type_label(t.type)}" for t in node.outputs]
+        parts += attr_lines(node)
         if node.fusion_group:
             parts.append(f"fusion group {node.fusion_group}")
         if node.device:

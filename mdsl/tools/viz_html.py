@@ -14,7 +14,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from mdsl.ir.graph import OUTPUT, Graph, Node
-from mdsl.tools.viz import html_text, type_label
+from mdsl.tools.viz import attr_lines, html_text, type_label
 
 if TYPE_CHECKING:
     from mdsl.tools.viz import _DotWriter
@@ -38,7 +38,12 @@ nav > details { margin-left: 0; }
 summary { cursor: pointer; white-space: nowrap; }
 .leaf { margin-left: 26px; white-space: nowrap; }
 .count { color: #6b7480; font-size: 11px; }
-.picture { overflow: auto; max-height: 78vh; border: 1px solid #d5dae1; background: #fff; }
+.picture { height: 78vh; border: 1px solid #d5dae1; background: #fff; overflow: hidden;
+           cursor: grab; position: relative; }
+.picture svg { width: 100%; height: 100%; }
+.zoom { margin-bottom: 4px; }
+.zoom button { font: inherit; padding: 1px 8px; }
+td.attrs { font-family: ui-monospace, monospace; font-size: 11px; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { text-align: left; padding: 2px 8px; border-bottom: 1px solid #eceff3;
          vertical-align: top; }
@@ -50,6 +55,49 @@ input { font: inherit; padding: 3px 6px; width: 320px; margin-bottom: 6px; }
 """
 
 SCRIPT = """
+/* pan and zoom by moving the SVG viewBox; the first view fits the graph width */
+const picture = document.getElementById("picture");
+const svg = picture.querySelector("svg");
+if (svg) {
+  const full = svg.viewBox.baseVal;
+  const whole = {x: full.x, y: full.y, w: full.width, h: full.height};
+  let view = {...whole};
+  svg.removeAttribute("width");
+  svg.removeAttribute("height");
+  const show = () => svg.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
+  const fit = () => {
+    const aspect = picture.clientHeight / Math.max(1, picture.clientWidth);
+    const w = Math.max(whole.w, whole.h / aspect / 4);  /* tall graphs: a quarter at a time */
+    view = {x: whole.x, y: whole.y, w: w, h: w * aspect};
+    if (view.h >= whole.h) view = {...whole};
+    show();
+  };
+  const zoom = (factor, cx = 0.5, cy = 0.5) => {
+    const w = view.w * factor, h = view.h * factor;
+    view = {x: view.x + (view.w - w) * cx, y: view.y + (view.h - h) * cy, w: w, h: h};
+    show();
+  };
+  picture.addEventListener("wheel", e => {
+    e.preventDefault();
+    const r = picture.getBoundingClientRect();
+    zoom(e.deltaY > 0 ? 1.2 : 1 / 1.2, (e.clientX - r.left) / r.width, (e.clientY - r.top) / r.height);
+  }, {passive: false});
+  let drag = null;
+  picture.addEventListener("mousedown", e => { drag = {x: e.clientX, y: e.clientY}; });
+  window.addEventListener("mouseup", () => { drag = null; });
+  window.addEventListener("mousemove", e => {
+    if (!drag) return;
+    const scale = view.w / picture.clientWidth;
+    view.x -= (e.clientX - drag.x) * scale;
+    view.y -= (e.clientY - drag.y) * scale;
+    drag = {x: e.clientX, y: e.clientY};
+    show();
+  });
+  document.getElementById("fit").addEventListener("click", fit);
+  document.getElementById("zoom-in").addEventListener("click", () => zoom(1 / 1.5));
+  document.getElementById("zoom-out").addEventListener("click", () => zoom(1.5));
+  fit();
+}
 const box = document.getElementById("filter");
 box.addEventListener("input", () => {
   const words = box.value.toLowerCase().split(/\\s+/).filter(Boolean);
@@ -86,7 +134,10 @@ def html_page(g: Graph, svg: str, writer: _DotWriter) -> str:
             '<div class="layout">',
             f"<nav><h2>Layers</h2>{_layer_tree(g, writer)}</nav>",
             "<main>",
-            f'<h2>Graph</h2><div class="picture">{inline_svg(svg)}</div>',
+            '<h2>Graph</h2><div class="zoom"><button id="fit">fit</button> '
+            '<button id="zoom-in">+</button> <button id="zoom-out">−</button> '
+            '<span class="count">wheel: zoom, drag: pan</span></div>',
+            f'<div class="picture" id="picture">{inline_svg(svg)}</div>',
             "<h2>Nodes</h2>",
             '<input id="filter" type="search" placeholder="filter: name, op type, layer, '
             'dtype, group, device">',
@@ -148,7 +199,7 @@ def _tree_entry(path: str, children: dict, counts: Counter, writer: _DotWriter) 
 def _node_table(g: Graph, writer: _DotWriter) -> str:
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("node", "op", "outputs", "layer", "fusion group", "device", "built at")
+        for h in ("node", "op", "attrs", "outputs", "layer", "fusion group", "device", "built at")
     )
     rows = "\n".join(_rows(g, writer, prefix=""))
     return f'<table id="nodes"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table>'
@@ -175,6 +226,7 @@ def _row(node: Node, writer: _DotWriter, prefix: str) -> str:
     cells = (
         f'<td class="name">{name}</td>',
         f"<td>{html_text(node.op_type)}</td>",
+        '<td class="attrs">' + "<br>".join(html_text(a) for a in attr_lines(node)) + "</td>",
         "<td>" + "<br>".join(html_text(type_label(t.type)) for t in types) + "</td>",
         f"<td>{html_text(node.layer)}</td>",
         f"<td>{html_text(node.fusion_group or '')}</td>",

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #ifdef _OPENMP
@@ -123,9 +124,18 @@ static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
 static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
 static int mdsl_team_choice = 1;
 
+/* The whole team: mdsl_set_threads's count, else OMP_NUM_THREADS, else every processor
+   (not omp_get_max_threads: the calls of every mdsl library set that per thread). */
 static int mdsl_team_size(void) {
 #ifdef _OPENMP
-    return mdsl_team_max > 0 ? mdsl_team_max : omp_get_num_procs();
+    static int fallback = 0;
+    if (mdsl_team_max > 0) return mdsl_team_max;
+    if (fallback == 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        const int n = env ? atoi(env) : 0;
+        fallback = n > 0 ? n : omp_get_num_procs();
+    }
+    return fallback;
 #else
     return 1;
 #endif

@@ -298,3 +298,26 @@ def test_a_transpose_read_elsewhere_too_is_still_computed():
     got, want = exe(**feeds), mdsl.interpret(g, feeds)
     for name in ("s", "kt2"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+# -- compiling in mdsl.compile, not silently on a first call -------------------------------------------
+def test_a_symbolic_graph_compiles_in_mdsl_compile_and_its_first_call_builds_nothing(caplog):
+    g = _matmul_graph(("N", 16), (16, 8), None, "eager_symbolic")
+    exe = _compile(g)
+    assert list(exe.variants()) == [()]  # built before any call
+    assert "mdsl_run_dims" in _kernel_source(exe)
+    with caplog.at_level("INFO", logger="mdsl.compile"):
+        exe(a=_rand(3, 16))
+    assert not caplog.records
+
+
+def test_a_variant_built_on_a_first_call_says_so(caplog):
+    g = _matmul_graph(("N", 16), (16, 8), None, "per_signature")
+    exe = _compile(g, specialize=True)
+    with caplog.at_level("INFO", logger="mdsl.compile"):
+        exe(a=_rand(3, 16))
+        exe(a=_rand(3, 16))
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "compiling 'per_signature' for N=3 (a c variant, built on the first call of this signature)"
+    ]

@@ -15,7 +15,7 @@ import pytest
 import mdsl
 from mdsl import ops
 from mdsl.codegen.c_target import render_c
-from mdsl.runtime.profile import Profile, expression_ops, node_flops
+from mdsl.runtime.profile import KernelProfile, Profile, expression_ops, node_flops
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 RNG = np.random.default_rng(0)
@@ -104,7 +104,7 @@ def assert_consistent_with_wall_time(prof: Profile) -> None:
             assert took >= 0 and start >= end - 1e-9  # in schedule order, not overlapping
             end = start + took
         assert end <= wall and sum(k.times[r] for k in prof.kernels) <= wall
-    assert prof.kernel_seconds <= prof.wall_mean
+    assert prof.kernel_seconds <= max(prof.wall)
 
 
 @needs_cc
@@ -127,7 +127,7 @@ def test_a_big_kernel_takes_most_of_the_wall_time():
     assert k.flops == 2 * 384**3 + 384 * 384  # + tanh
     ratios = sorted(k.times[r] / prof.wall[r] for r in range(prof.runs))
     assert ratios[len(ratios) // 2] > 0.5  # the call overhead is microseconds
-    assert k.gflops == pytest.approx(k.flops / k.mean / 1e9)
+    assert k.gflops == pytest.approx(k.flops / k.median / 1e9)
 
 
 @needs_cc
@@ -167,20 +167,32 @@ def test_the_chrome_trace_has_a_complete_event_per_kernel_per_run(c_profile, tmp
     assert doc["otherData"]["backend"] == "c" and doc["otherData"]["runs"] == 4
     events = doc["traceEvents"]
     meta = [e for e in events if e["ph"] == "M"]
-    assert {e["name"] for e in meta} == {"process_name", "thread_name"}
+    assert {e["name"] for e in meta} == {"process_name", "thread_name", "thread_sort_index"}
+    tracks = {e["tid"]: e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+    top_layers = list(dict.fromkeys(k.layer.split("/")[0] for k in prof.kernels))
+    assert list(tracks.values()) == ["runs", *(layer or "(top)" for layer in top_layers)]
     complete = [e for e in events if e["ph"] == "X"]
-    assert len(complete) == prof.runs * (len(prof.kernels) + 1) == len(events) - len(meta)
+    layers = [e for e in complete if e["cat"] == "layer"]
+    assert len(layers) == prof.runs * sum(1 for layer in top_layers if layer)
+    assert len(complete) == prof.runs * (len(prof.kernels) + 1) + len(layers)
+    assert len(complete) == len(events) - len(meta)
     for e in complete:
         assert set(e) == {"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"}
-        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and e["pid"] == e["tid"] == 1
+        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and e["pid"] == 1
     runs = [e for e in complete if e["cat"] == "run"]
     assert [e["name"] for e in runs] == [f"run {r}" for r in range(4)]
+    assert {e["tid"] for e in runs} == {1}
     assert [e["ts"] for e in runs] == sorted(e["ts"] for e in runs) and runs[0]["ts"] == 0
-    kernels = [e for e in complete if e["cat"] != "run"]
+    kernels = [e for e in complete if e["cat"] not in ("run", "layer")]
     assert [e["name"] for e in kernels] == [k.name for k in prof.kernels] * 4
+    for e, k in zip(kernels, prof.kernels * 4):  # each kernel on its top-level layer's track
+        assert tracks[e["tid"]] == (k.layer.split("/")[0] or "(top)")
     for r, run in enumerate(runs):  # each run's kernels nest inside it
         for e in kernels[r * 2 : r * 2 + 2]:
             assert run["ts"] <= e["ts"] and e["ts"] + e["dur"] <= run["ts"] + run["dur"] + 1e-3
+            span = [s for s in layers if s["tid"] == e["tid"] and s["args"]["run"] == r]
+            for s in span:  # and inside their layer's slice of that run
+                assert s["ts"] <= e["ts"] + 1e-3 and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3
     first = kernels[0]["args"]
     assert first["nodes"] == ["Hidden/Gemm", "Hidden/Relu"] and first["layer"] == "Hidden"
     assert first["flops"] == prof.kernels[0].flops and first["bytes"] == prof.kernels[0].bytes
@@ -208,7 +220,7 @@ def test_the_table_groups_by_kernel_op_type_and_layer(c_profile):
     ]
     assert [lines[i].split()[0] for i in headers] == ["kernel", "op", "layer"]
     kernel_rows = lines[headers[0] + 1 : headers[0] + 3]
-    by_time = sorted(prof.kernels, key=lambda k: -k.mean)
+    by_time = sorted(prof.kernels, key=lambda k: -k.median)
     assert [row.split()[0] for row in kernel_rows] == [k.name for k in by_time]
     assert {row.split()[0] for row in lines[headers[2] + 1 :]} == {"Hidden", "Head"}
     for key in ("op", "layer", "kernel"):
@@ -283,4 +295,30 @@ def test_each_shape_signature_profiles_its_own_variant(c_profile):
     prof = exe.profile({"x": RNG.standard_normal((3, 32), np.float32)}, runs=1)
     assert prof.symbols == {"N": 3}
     assert prof.kernels[0].flops == 2 * 3 * 16 * 32 + 2 * 3 * 16
-    assert math.isfinite(prof.kernels[0].gbps) or prof.kernels[0].mean == 0
+    assert math.isfinite(prof.kernels[0].gbps) or prof.kernels[0].median == 0
+
+
+def _synthetic(wall, compile_seconds=0.0) -> Profile:
+    k = KernelProfile("k0", "pointwise", "Add", "L", ("L/Add",), 10, 40, (0.0,) * len(wall), wall)
+    starts = tuple(float(i) for i in range(len(wall)))
+    return Profile("g", "c", [k], wall, starts, {}, compile_seconds=compile_seconds)
+
+
+def test_profiles_report_median_and_iqr_and_warn_when_busy():
+    quiet = _synthetic((1e-3, 1.01e-3, 0.99e-3, 1e-3, 1.02e-3), compile_seconds=0.25)
+    assert quiet.wall_median == pytest.approx(1e-3)
+    assert quiet.wall_iqr == pytest.approx(np.subtract(*np.percentile(quiet.wall, [75, 25])))
+    assert not quiet.busy and "warning" not in quiet.summary()
+    assert "run 1000.0 us median (IQR" in quiet.summary()
+    assert "compile 250.0 ms before the runs" in quiet.summary()
+    busy = _synthetic((1e-3, 3e-3, 1e-3, 5e-3, 1e-3, 4e-3))
+    assert busy.kernels[0].median == pytest.approx(2e-3) and busy.busy
+    assert "the machine was busy" in busy.summary()
+
+
+def test_compile_time_is_measured_apart_from_the_runs():
+    with mdsl.Graph("apart") as g:
+        x = g.input("x", (16,))
+        g.output(ops.exp(x * 3.0 - 1.0), "y")
+    prof = mdsl.compile(g, backend="numba").profile({"x": np.ones(16, np.float32)}, runs=3)
+    assert prof.compile_seconds > 0 and max(prof.wall) < prof.compile_seconds

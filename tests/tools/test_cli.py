@@ -396,7 +396,7 @@ def test_profile_prints_the_table_and_writes_a_chrome_trace(capsys, model, tmp_p
     assert sum(line.split()[:2] == ["op", "type"] for line in lines) == 1
     assert "compile 'tiny' for c at level 2" in err and "profile 'tiny' (3 runs)" in err
     assert f"write {trace}" in err
-    events = _trace_events(trace)
+    events = [e for e in _trace_events(trace) if e["cat"] != "layer"]
     assert len(events) == 3 * (kernels + 1)
     assert {e["name"] for e in events if e["cat"] != "run"} == {k.name for k in exe.kernels}
 
@@ -483,3 +483,55 @@ def test_compare_bisect_names_the_divergent_fusion_group_in_a_subprocess(tmp_pat
     assert "first divergent pass: fuse" in done.stdout
     assert "first divergent fusion group: fg1 (pointwise: Mul+Sub+Exp; group 2 of 2)" in done.stdout
     assert "first tensor it changes: B/Exp (Exp)" in done.stdout
+
+
+# -- new user options --------------------------------------------------------------------------
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"mdsl {mdsl.__version__}"
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "emit", "profile", "convert"])
+def test_help_never_says_default_none_and_every_option_is_explained(capsys, command):
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and "default None" not in out
+    options = out.split("options:", 1)[1]
+    for line in options.splitlines():  # an option line with nothing after its flags
+        flags = line.strip()
+        if flags.startswith("-") and "  " not in flags and not flags.endswith(","):
+            following = options.split(line, 1)[1].splitlines()[1:2]
+            assert following and following[0].startswith(" " * 20), (command, line)
+
+
+def test_an_unknown_dim_is_an_error(capsys, model):
+    code, _, err = run(capsys, "run", model, "--random", "--dim", "M=3")
+    assert code == 1, err
+    assert "--dim M: not a dim of graph 'tiny' (its dims: N)" in one_line_error(err)
+
+
+def test_build_arguments_reach_build(capsys, model):
+    code, out, _ = run(capsys, "summary", model, "--arg", "depth=3")
+    assert code == 0
+    assert "Block_2" in out and "Block_3" not in out
+
+
+def test_onnx_models_work_wherever_a_model_does(capsys, model, tmp_path):
+    pytest.importorskip("onnx")
+    onnx_file, saved = tmp_path / "tiny.onnx", tmp_path / "tiny.mdsl"
+    assert run(capsys, "convert", model, str(onnx_file))[0] == 0
+    code, out, _ = run(capsys, "summary", str(onnx_file))
+    assert code == 0 and "MatMul" in out
+    assert run(capsys, "convert", str(onnx_file), str(saved))[0] == 0
+    from_onnx = mdsl.load(saved)
+    feeds = random_feeds(from_onnx, {"N": 3})
+    original = load_graph(model)
+    np.testing.assert_allclose(
+        mdsl.interpret(from_onnx, feeds)["y"], mdsl.interpret(original, feeds)["y"], rtol=1e-5
+    )
+    code, _, err = run(capsys, "run", str(onnx_file), "--random", "--dim", "N=2")
+    assert code == 0, err
+
+
+def test_convert_refuses_other_targets(capsys, model, tmp_path):
+    code, _, err = run(capsys, "convert", model, str(tmp_path / "x.txt"))
+    assert code != 0 and "convert writes a saved graph (.mdsl) or ONNX (.onnx)" in err

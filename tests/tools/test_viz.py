@@ -379,3 +379,26 @@ def test_bad_arguments_are_graph_errors(tmp_path):
         viz.to_dot(g, rankdir="sideways")
     with pytest.raises(mdsl.GraphError, match="cannot write"):
         viz.render(g, tmp_path / "missing" / "g.dot")
+
+
+def _attr_graph():
+    with mdsl.Graph("attrs") as g:
+        x = g.input("x", (2, 3))
+        y = mdsl.ops.softmax(mdsl.ops.transpose(x, perm=(1, 0)), axis=0)
+        g.output(y, "y")
+    return g
+
+
+def test_node_tooltips_show_the_attrs():
+    dot = mdsl.viz.to_dot(_attr_graph())
+    assert "perm=(1, 0)" in dot and "axis=0" in dot
+
+
+@needs_dot
+def test_the_html_page_lists_attrs_and_has_pan_zoom_fit(tmp_path):
+    page = mdsl.viz.render(_attr_graph(), tmp_path / "g.html").read_text()
+    table = page.split('<table id="nodes">', 1)[1]
+    assert "<th>attrs</th>" in table and "perm=(1, 0)" in table and "axis=0" in table
+    for control in ('id="fit"', 'id="zoom-in"', 'id="zoom-out"', 'id="picture"'):
+        assert control in page
+    assert "viewBox" in page.split("<script>", 1)[1]

@@ -634,10 +634,11 @@ class RowBody:
         pool.masks(self.masks)
         if self.reduces:
             pool.block("redBuf_", SCALAR_BYTES)
-            # one float32 partial per 256-byte repeat, in whole 32-byte blocks: <= 1 byte/element
+            # ReduceMax/Min keep a (value, index) pair per 256-byte repeat, ReduceSum one
+            # partial: 2 floats per 64 elements in whole 32-byte blocks, <= 1 byte/element
             pool.members.append("TBuf<TPosition::VECCALC> workBuf_;")
             pool.init.append(
-                "pipe_.InitBuffer(workBuf_, MdslAlignUp((tiling_.tileLength + 63) / 64, 8) * sizeof(float));"
+                "pipe_.InitBuffer(workBuf_, MdslAlignUp((tiling_.tileLength + 63) / 64 * 2, 8) * sizeof(float));"
             )
             pool.per_element += 1
             pool.fixed += UB_ALIGN

@@ -37,6 +37,7 @@ import numpy as np
 from mdsl.codegen.templates import template_dir
 from mdsl.codegen.toolchain import Toolchain, build_library, cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
+from mdsl.targets.ascendc.kernels import MatmulKernel
 from mdsl.targets.ascendc.project import AscendcProject
 from mdsl.targets.ascendc.render import tiling_fields, tiling_type
 from mdsl.targets.feeds import bind_feeds
@@ -53,7 +54,8 @@ _FFI.cdef(
                      uint8_t *arena, uint8_t *workspace, uint8_t *tiling,
                      mdsl_host_fallback_t fallback);
     const char *mdsl_emu_error(void);
-    void mdsl_emu_configure(uint32_t ub_bytes, uint32_t aiv, uint32_t aic, uint64_t sys_ws);
+    void mdsl_emu_configure(uint32_t ub_bytes, uint32_t aiv, uint32_t aic, uint64_t sys_ws,
+                            uint32_t features);
     void mdsl_emu_register(const void *p, uint64_t bytes, const char *name);
     void mdsl_emu_clear(void);
     size_t mdsl_emu_arena_bytes(void);
@@ -64,6 +66,18 @@ _FFI.cdef(
 )
 _LOCK = threading.Lock()  # the emulation's global state (UB, GM registry) is per process
 _LIBRARIES: dict[str, object] = {}
+
+
+# the emulation's API table bits (mdsl_emu::Feature in emu/mdsl_emu/core.h)
+_FEATURE_BITS = {"DataCopyPad": 1, "DataCacheCleanAndInvalid": 2}
+_LOCAL_WORKSPACE_BIT, _SPLIT_CORES_BIT = 4, 8
+
+
+def feature_bits(soc) -> int:
+    """The SoC's capability table as the emulation reads it."""
+    bits = sum(bit for name, bit in _FEATURE_BITS.items() if soc.has(name))
+    bits |= _LOCAL_WORKSPACE_BIT if soc.matmul_local_workspace else 0
+    return bits | (_SPLIT_CORES_BIT if soc.split_cores else 0)
 
 
 def emulation_headers() -> Path:
@@ -112,7 +126,7 @@ def stage_sources(project: AscendcProject) -> Path:
 def unity_source(project: AscendcProject) -> str:
     """One translation unit: every kernel, the host tiling, the runner and C entry points."""
     device = project.device_kernels
-    lines = ['#include "tikicpulib.h"', "#include <string>", ""]
+    lines = ['#include "tikicpulib.h"', "#include <string>", "#include <vector>", ""]
     lines += [f'#include "op_kernel/{pk.name}.cpp"' for pk in device]
     lines += [
         f'#include "op_host/{project.stem}_tiling.cpp"',
@@ -128,14 +142,17 @@ def unity_source(project: AscendcProject) -> str:
     lines.append("    switch (index) {")
     for i, pk in enumerate(device):
         t = tiling_type(pk.name)
-        first = tiling_fields(pk)[0]  # the uint32 fields, after a TCubeTiling if any
+        # the uint32 fields, after a TCubeTiling if any (fields are private: read the bytes)
+        skip = "sizeof(::TCubeTiling)" if isinstance(pk.kernel, MatmulKernel) else "0"
         lines += [
             f"    case {i}: {{",
             f"        optiling::{t} tiling;",
-            f"        const uint32_t blockDim = optiling::Tiling_{pk.name}(tiling);",
-            f"        const size_t skip = reinterpret_cast<const uint8_t *>(&tiling.{first}) - reinterpret_cast<const uint8_t *>(&tiling);",
-            "        const size_t n = (sizeof(tiling) - skip) / 4 < size_t(capacity) ? (sizeof(tiling) - skip) / 4 : size_t(capacity);",
-            f"        std::memcpy(fields, &tiling.{first}, n * 4);",
+            f"        const uint32_t blockDim = optiling::Tiling_{pk.name}(*platform_ascendc::PlatformAscendCManager::GetInstance(), tiling);",
+            "        std::vector<uint8_t> bytes(tiling.GetDataSize());",
+            "        tiling.SaveToBuffer(bytes.data(), bytes.size());",
+            f"        const size_t skip = {skip};",
+            "        const size_t n = (bytes.size() - skip) / 4 < size_t(capacity) ? (bytes.size() - skip) / 4 : size_t(capacity);",
+            "        std::memcpy(fields, bytes.data() + skip, n * 4);",
             "        return blockDim;",
             "    }",
         ]
@@ -160,11 +177,13 @@ extern "C" int mdsl_emu_run(void *const *inputs, void *const *outputs, const voi
     return -1000000;
 }
 extern "C" const char *mdsl_emu_error(void) { return g_mdsl_emu_error.c_str(); }
-extern "C" void mdsl_emu_configure(uint32_t ub, uint32_t aiv, uint32_t aic, uint64_t sys) {
+extern "C" void mdsl_emu_configure(uint32_t ub, uint32_t aiv, uint32_t aic, uint64_t sys, uint32_t features) {
     mdsl_emu::config().ubBytes = ub;
     mdsl_emu::config().aivCores = aiv;
     mdsl_emu::config().aicCores = aic;
     mdsl_emu::config().sysWorkspaceBytes = sys;
+    mdsl_emu::config().features = features;
+    mdsl_emu::config().mode = KernelMode::AIV_MODE;
 }
 extern "C" void mdsl_emu_register(const void *p, uint64_t bytes, const char *name) {
     mdsl_emu::RegisterGm(p, bytes, name);
@@ -227,7 +246,13 @@ class Emulator:
             self.lib = _LIBRARIES[key]
         self.sys_workspace = sys_workspace
         soc = project.soc
-        self._configure = (soc.ub_bytes, soc.vector_cores, soc.cube_cores, sys_workspace)
+        self._configure = (
+            soc.ub_bytes,
+            soc.vector_cores,
+            soc.cube_cores,
+            sys_workspace,
+            feature_bits(soc),
+        )
         self._host = [pk.kernel for pk in project.host_kernels]
 
     # -- running -----------------------------------------------------------------------------

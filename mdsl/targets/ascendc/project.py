@@ -12,6 +12,7 @@ the README with the reason; what the hardware would reject (dtypes, UB overflow)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from mdsl.codegen.specialize import specialize
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
+from mdsl.ir.naming import c_comment as comment_text
+from mdsl.ir.naming import md_cell
 from mdsl.targets.ascendc.body import RowBody, VectorBody
 from mdsl.targets.ascendc.kernels import (
     HostKernel,
@@ -35,6 +38,7 @@ from mdsl.targets.ascendc.kernels import (
     adapt_pointwise,
     adapt_rowwise,
 )
+from mdsl.targets.ascendc.needs import scatters, unaligned_copies
 from mdsl.targets.ascendc.program import NotVectorizable
 from mdsl.targets.ascendc.render import (
     MatmulTiling,
@@ -47,7 +51,7 @@ from mdsl.targets.ascendc.render import (
     tiling_fields,
     tiling_type,
 )
-from mdsl.targets.ascendc.soc import SocSpec
+from mdsl.targets.ascendc.soc import FEATURES, SocSpec
 from mdsl.targets.ascendc.tiling import (
     BUFFER_NUM,
     Diagnostic,
@@ -57,7 +61,7 @@ from mdsl.targets.ascendc.tiling import (
     align_up,
     plan_rows,
 )
-from mdsl.targets.c.render import comment_text
+from mdsl.targets.ascendc.traffic import gm_bytes, minimum_bytes
 
 ORIGIN = {
     kir.Pointwise: "pointwise",
@@ -68,6 +72,7 @@ ORIGIN = {
     kir.Callback: "Python callback",
     kir.CustomCall: "C function call",
 }
+KFC_MSG_BYTES = 128  # sizeof(KfcMsg): the Matmul client's message area at the end of the UB
 UNIT = {
     VectorKernel: "vector",
     RowKernel: "vector",
@@ -153,7 +158,7 @@ def build_project(
     g: Graph,
     *,
     shapes: dict[str, int] | None = None,
-    soc: SocSpec | str = "Ascend910B",
+    soc: SocSpec | str = "Ascend910B3",
     opt_level: int = 2,
     tile_length: int | dict[str, int] | None = None,
     strict: bool = False,
@@ -268,15 +273,17 @@ class _Planner:
 
     def tile(self, a, origin: str) -> PlannedKernel:
         nodes = _refs(a.nodes)
+        self.check_copies(a, nodes)
+        cores = 1 if scatters(a) else None  # no two cores store into one cache line
         if isinstance(a, VectorKernel):
             self.check_vector_dtypes(a, nodes)
             body = VectorBody(a)
-            tiling = self.rows(a.name, nodes, a.rows, a.row_length, body.resources(True))
+            tiling = self.rows(a.name, nodes, a.rows, a.row_length, body.resources(True), cores)
             return PlannedKernel(a, body, tiling, origin, body.notes, tiling.notes)
         if isinstance(a, RowKernel):
             self.check_row_dtypes(a, nodes)
             body = RowBody(a)
-            tiling = self.rows(a.name, nodes, a.rows, a.row_length, body.resources())
+            tiling = self.rows(a.name, nodes, a.rows, a.row_length, body.resources(), cores)
             return PlannedKernel(a, body, tiling, origin, [], tiling.notes)
         if isinstance(a, MatmulKernel):
             return self.tile_matmul(a, origin, nodes)
@@ -284,13 +291,13 @@ class _Planner:
             return self.tile_im2col(a, origin, nodes)
         raise TypeError(f"unknown AscendC kernel {a!r}")
 
-    def rows(self, name, nodes, rows, row_length, resources, cores=None) -> RowTiling:
+    def rows(self, name, nodes, rows, row_length, resources, cores=None, soc=None) -> RowTiling:
         tiling = plan_rows(
             name,
             rows=rows,
             row_length=row_length,
             resources=resources,
-            soc=self.soc,
+            soc=soc or self.soc,
             nodes=nodes,
             tile_length=self.forced_tile(name),
             strict=self.strict,
@@ -314,7 +321,12 @@ class _Planner:
         if a.epilogue is not None:
             self.check_vector_dtypes(a.epilogue, nodes)
             body = VectorBody(a.epilogue)
-            epilogue_tiling = self.rows(a.name, nodes, 1, a.n, body.resources(False), cores=1)
+            # in MIX mode the Matmul client's message area takes the end of the UB
+            reserved = KFC_MSG_BYTES if self.soc.split_cores else 0
+            room = dataclasses.replace(self.soc, ub_bytes=self.soc.ub_bytes - reserved)
+            epilogue_tiling = self.rows(
+                a.name, nodes, 1, a.n, body.resources(False), cores=1, soc=room
+            )
         return PlannedKernel(
             a, body, MatmulTiling(a.batch, epilogue_tiling), origin, body.notes if body else []
         )
@@ -332,9 +344,21 @@ class _Planner:
             a, None, tiling, origin, ["image rows are gathered through the scalar unit (slow path)"]
         )
 
-    # -- dtype checks -------------------------------------------------------------------------------
+    # -- capability checks ---------------------------------------------------------------------------
     def reject(self, name, nodes, message) -> None:
         raise TilingError([Diagnostic("rejected", name, nodes, message)])
+
+    def check_copies(self, a, nodes) -> None:
+        if self.soc.has("DataCopyPad"):
+            return
+        unaligned = unaligned_copies(a)
+        if unaligned:
+            self.reject(
+                a.name,
+                nodes,
+                f"{'; '.join(unaligned)} need DataCopyPad ({FEATURES['DataCopyPad']}), which "
+                f"{self.soc.name} does not have; pad the rows to whole 32-byte blocks",
+            )
 
     def check_vector_dtypes(self, a: VectorKernel, nodes) -> None:
         if a.is_copy:
@@ -417,7 +441,7 @@ def render_files(project: AscendcProject) -> dict[str, str]:
     device = project.device_kernels
     tiling_ctx = [
         {
-            **host_tiling_context(pk, project.forced),
+            **host_tiling_context(pk, project.forced, project.soc),
             "fields": tiling_fields(pk),
             "op": f"Mdsl{tiling_type(pk.name)[:-10]}",
         }
@@ -425,10 +449,12 @@ def render_files(project: AscendcProject) -> dict[str, str]:
     ]
     common = {"graph_name": comment_text(name), "stem": stem, "prefix": project.prefix}
     files = {
-        f"op_kernel/{pk.name}.cpp": render_kernel(env, project.plan, pk, name, stem)
+        f"op_kernel/{pk.name}.cpp": render_kernel(env, project.plan, pk, name, stem, project.soc)
         for pk in device
     }
-    files["op_kernel/mdsl_kernel_common.h"] = env.get_template("kernel_common.h.j2").render(common)
+    files["op_kernel/mdsl_kernel_common.h"] = env.get_template("kernel_common.h.j2").render(
+        common, soc=project.soc.name, pad_copies=project.soc.has("DataCopyPad")
+    )
     files[f"op_kernel/{stem}_tiling_data.h"] = env.get_template("tiling_data.h.j2").render(
         common, kernels=tiling_ctx
     )
@@ -462,15 +488,15 @@ def runner_context(project: AscendcProject) -> dict:
             lines = [
                 "{",
                 f"    {ttype} tiling;",
-                f"    const uint32_t blockDim = optiling::Tiling_{pk.name}(tiling);",
+                f"    const uint32_t blockDim = optiling::Tiling_{pk.name}(*platform, tiling);",
                 "    if (blockDim == 0) {",
                 f"        return -{step + 1};",
                 "    }",
-                "    uint8_t staged[sizeof(tiling)];",
-                "    tiling.SaveToBuffer(staged, sizeof(staged));",
+                "    std::vector<uint8_t> staged(tiling.GetDataSize());",
+                "    tiling.SaveToBuffer(staged.data(), staged.size());",
                 "    uint8_t *tilingSlot = tilingDevice + tilingOffset;",
-                "    MDSL_COPY_TO_DEVICE(tilingSlot, staged, tiling.GetDataSize());",
-                "    tilingOffset += (sizeof(tiling) + 31) / 32 * 32;",
+                "    MDSL_COPY_TO_DEVICE(tilingSlot, staged.data(), staged.size());",
+                "    tilingOffset += (staged.size() + 31) / 32 * 32;",
                 f"    {pk.name}_do(blockDim, nullptr, stream, {sig['launch_args'].replace('tiling', 'tilingSlot')});",
                 "}",
             ]
@@ -532,19 +558,27 @@ def readme_context(project: AscendcProject) -> dict:
     host_index = 0
     for pk in project.kernels:
         nodes = (
-            "<br>".join(_md(node_line(n)) for n in pk.kernel.nodes) or "(copy of a graph output)"
+            "<br>".join(md_cell(node_line(n)) for n in pk.kernel.nodes)
+            or "(copy of a graph output)"
         )
         rows.append(
             {
                 "name": pk.name,
                 "unit": UNIT[type(pk.kernel)],
                 "nodes": nodes,
-                "tiling": _md(tiling_summary(pk)),
+                "tiling": md_cell(tiling_summary(pk)),
+                "gm": gm_bytes(pk.kernel) if pk.on_device else "-",
+                "minimum": minimum_bytes(pk.kernel, project.plan) if pk.on_device else "-",
             }
         )
         if not pk.on_device:
             fallbacks.append(
-                {"index": host_index, "name": pk.name, "nodes": nodes, "why": _md(pk.kernel.reason)}
+                {
+                    "index": host_index,
+                    "name": pk.name,
+                    "nodes": nodes,
+                    "why": md_cell(pk.kernel.reason),
+                }
             )
             host_index += 1
         if any("slow path" in n for n in pk.notes):
@@ -557,7 +591,7 @@ def readme_context(project: AscendcProject) -> dict:
         "host_count": len(project.host_kernels),
         "rows": rows,
         "fallbacks": fallbacks,
-        "diagnostics": [_md(str(d)) for d in project.diagnostics if d.level != "fallback"],
+        "diagnostics": [md_cell(str(d)) for d in project.diagnostics if d.level != "fallback"],
         "slow": ", ".join(slow),
     }
 
@@ -578,7 +612,3 @@ def tiling_summary(pk: PlannedKernel) -> str:
             text += f"; epilogue tile {t.epilogue.tile_length}, UB {t.epilogue.ub_bytes} B"
         return text
     return "-"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import jinja2
 
 from mdsl.codegen.plan import Plan
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dtype import DType
+from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.ascendc.body import (
     CTYPES,
     RowBody,
@@ -34,8 +35,9 @@ from mdsl.targets.ascendc.kernels import (
     RowKernel,
     VectorKernel,
 )
+from mdsl.targets.ascendc.needs import scatters
+from mdsl.targets.ascendc.soc import SocSpec
 from mdsl.targets.ascendc.tiling import Diagnostic, RowTiling, UnitTiling
-from mdsl.targets.c.render import comment_text
 
 CUBE_TYPES = {
     DType.float16: "DT_FLOAT16",
@@ -89,13 +91,7 @@ def node_line(ref) -> str:
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("ascendc"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("ascendc")
 
 
 # -- kernel GM buffers ----------------------------------------------------------------------------
@@ -154,9 +150,11 @@ def _gm_lines(plan: Plan, buffers: list[str]) -> tuple[list[str], list[str]]:
     return init, members
 
 
-def _common(pk: PlannedKernel, graph_name: str, kind: str, stem: str) -> dict:
+def _common(pk: PlannedKernel, graph_name: str, kind: str, stem: str, soc: SocSpec) -> dict:
     k = pk.kernel
     return {
+        "kernel_mode": _kernel_mode(soc, isinstance(k, MatmulKernel)),
+        "op_package": False,
         "stem": stem,
         "name": k.name,
         "kind": kind,
@@ -170,11 +168,10 @@ def _common(pk: PlannedKernel, graph_name: str, kind: str, stem: str) -> dict:
 
 
 def _entry_lines(cls: str, ttype: str, init_args: list[str], matmul: bool = False) -> list[str]:
-    lines = [f"GET_TILING_DATA_WITH_STRUCT({ttype}, tilingData, tiling);"]
-    if matmul:
-        lines.append("SetSysWorkspace(workspace);")
-    lines.append(f"{cls} op;")
-    if matmul:
+    """The entry's body: the tiling struct copied from GM (kernel-launch projects pass its
+    address; GET_TILING_DATA exists only in op packages), the kernel object, its run."""
+    lines = [f"{ttype} tilingData;", "MdslCopyTiling(&tilingData, tiling);", f"{cls} op;"]
+    if matmul:  # the system workspace is set by the launch (no deprecated SetSysWorkspace)
         lines.append(
             "REGIST_MATMUL_OBJ(&op.pipe_, GetSysWorkSpacePtr(), op.mm, &tilingData.cubeTiling);"
         )
@@ -185,14 +182,27 @@ def _entry_lines(cls: str, ttype: str, init_args: list[str], matmul: bool = Fals
     return lines
 
 
+def _task_type(soc: SocSpec) -> list[str]:
+    """A matmul kernel's task type: one cube core and two vector cores per block."""
+    return ["KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);"] if soc.split_cores else []
+
+
+def _kernel_mode(soc: SocSpec, matmul: bool) -> str | None:
+    """tikicpulib's kernel mode for the CPU debug launch (separate AIC/AIV cores only)."""
+    if not soc.split_cores:
+        return None
+    return "MIX_MODE" if matmul else "AIV_MODE"
+
+
 # -- kernels -------------------------------------------------------------------------------------
-def render_vector(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -> str:
+def render_vector(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
     body: VectorBody = pk.body
     sig = _signature(plan, pk.kernel)
     gm_init, gm_members = _gm_lines(plan, sig["buffers"])
-    ctx = _common(
-        pk, graph_name, "copy" if pk.kernel.is_copy else "fused pointwise (vector unit)", stem
-    )
+    kind = "copy" if pk.kernel.is_copy else "fused pointwise (vector unit)"
+    ctx = _common(pk, graph_name, kind, stem, soc)
     ctx.update(
         sig,
         init_params=", ".join(f"GM_ADDR {b}" for b in sig["buffers"]),
@@ -202,15 +212,17 @@ def render_vector(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str
         align=body.align,
         entry_lines=_entry_lines(ctx["cls"], ctx["tiling_type"], sig["buffers"]),
     )
-    return env.get_template("vector_kernel.cpp.j2").render(ctx)
+    return env.get_template("vector_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
-def render_row(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -> str:
+def render_row(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
     body: RowBody = pk.body
     k: RowKernel = pk.kernel
     sig = _signature(plan, k)
     gm_init, gm_members = _gm_lines(plan, sig["buffers"])
-    ctx = _common(pk, graph_name, "row reduction (vector unit)", stem)
+    ctx = _common(pk, graph_name, "row reduction (vector unit)", stem, soc)
     streams = [*body.tile_loads, *body.row_stores, *body.scalar_stores]
     locate = body.streams.locate_lines(k.outer_shape, streams, [])
     scalars = body.streams.locate_lines(k.outer_shape, [], body.scalar_loads)
@@ -231,13 +243,17 @@ def render_row(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -
         phase_lines=["LoadRowScalars(row);", *body.phase_lines],
         entry_lines=_entry_lines(ctx["cls"], ctx["tiling_type"], sig["buffers"]),
     )
-    return env.get_template("row_kernel.cpp.j2").render(ctx)
+    return env.get_template("row_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
-def render_matmul(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -> str:
+def render_matmul(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
     k: MatmulKernel = pk.kernel
     sig = _signature(plan, k)
-    ctx = _common(pk, graph_name, "matmul (cube unit, Matmul API) + epilogue (vector unit)", stem)
+    ctx = _common(
+        pk, graph_name, "matmul (cube unit, Matmul API) + epilogue (vector unit)", stem, soc
+    )
     ctx["includes"] = ["lib/matmul_intf.h"]
     init = []
     for member, access in (("gmA_", k.a), ("gmB_", k.b), ("gmC_", k.out)):
@@ -276,11 +292,11 @@ def render_matmul(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str
         batch_lines=batch_lines,
         m=k.m,
         n=k.n,
-        entry_lines=_entry_lines(
-            ctx["cls"], ctx["tiling_type"], [*sig["buffers"], "workspace"], matmul=True
-        ),
+        local_workspace=soc.matmul_local_workspace,
+        entry_lines=_task_type(soc)
+        + _entry_lines(ctx["cls"], ctx["tiling_type"], [*sig["buffers"], "workspace"], matmul=True),
     )
-    return env.get_template("matmul_kernel.cpp.j2").render(ctx)
+    return env.get_template("matmul_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
 def _matrix_buffer(plan: Plan, member: str, buffer: str, k: MatmulKernel) -> str:
@@ -294,10 +310,12 @@ def _matrix_buffer(plan: Plan, member: str, buffer: str, k: MatmulKernel) -> str
     return f"{member}.SetGlobalBuffer((__gm__ {CTYPES[spec.dtype]} *){buffer}, {spec.elements});"
 
 
-def render_im2col(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -> str:
+def render_im2col(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
     k: Im2colKernel = pk.kernel
     sig = _signature(plan, k)
-    ctx = _common(pk, graph_name, "convolution columns (im2col, vector unit)", stem)
+    ctx = _common(pk, graph_name, "convolution columns (im2col, vector unit)", stem, soc)
     (kh, kw), (oh, ow) = k.kernel, k.out_hw
     ctx.update(
         sig,
@@ -322,7 +340,7 @@ def render_im2col(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str
         dh=k.dilation[0],
         dw=k.dilation[1],
     )
-    return env.get_template("im2col_kernel.cpp.j2").render(ctx)
+    return env.get_template("im2col_kernel.cpp.j2").render(ctx, **(entry or {}))
 
 
 RENDERERS = {
@@ -333,8 +351,12 @@ RENDERERS = {
 }
 
 
-def render_kernel(env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str) -> str:
-    return RENDERERS[type(pk.kernel)](env, plan, pk, graph_name, stem)
+def render_kernel(
+    env, plan: Plan, pk: PlannedKernel, graph_name: str, stem: str, soc: SocSpec, entry=None
+) -> str:
+    """The kernel's source; `entry` overrides the context of its entry function (an op
+    package's GET_TILING_DATA entry instead of the kernel-launch one)."""
+    return RENDERERS[type(pk.kernel)](env, plan, pk, graph_name, stem, soc, entry)
 
 
 # -- host side ------------------------------------------------------------------------------------
@@ -350,7 +372,7 @@ ROW_FIELDS = (
     "unitsRemainder",
 )
 UNIT_FIELDS = ("units", "blockDim", "unitsPerBlock", "unitsRemainder")
-MATMUL_FIELDS = ("batch", "mBlocks", "nBlocks", *UNIT_FIELDS, "tileLength")
+MATMUL_FIELDS = ("batch", "mBlocks", "nBlocks", *UNIT_FIELDS, "tileLength", "localWorkspace")
 
 
 def tiling_fields(pk: PlannedKernel) -> tuple[str, ...]:
@@ -361,7 +383,7 @@ def tiling_fields(pk: PlannedKernel) -> tuple[str, ...]:
     return UNIT_FIELDS
 
 
-def host_tiling_context(pk: PlannedKernel, forced: dict[str, int]) -> dict:
+def host_tiling_context(pk: PlannedKernel, forced: dict[str, int], soc: SocSpec) -> dict:
     """Values the host tiling function of `pk` is generated from."""
     k = pk.kernel
     ctx = {"name": k.name, "type": tiling_type(k.name), "kind": type(k).__name__}
@@ -375,6 +397,8 @@ def host_tiling_context(pk: PlannedKernel, forced: dict[str, int]) -> dict:
             align=r.align,
             split="true" if r.split_rows else "false",
             forced=forced.get(k.name, 0),
+            # strided stores go through the data cache: one core, no shared cache lines
+            cores="1" if scatters(k) else "platform.GetCoreNumAiv()",
         )
     elif isinstance(k, MatmulKernel):
         ctx.update(
@@ -387,6 +411,8 @@ def host_tiling_context(pk: PlannedKernel, forced: dict[str, int]) -> dict:
             trans_a="true" if k.trans_a else "false",
             trans_b="true" if k.trans_b else "false",
             epilogue=pk.body is not None,
+            sub_blocks=soc.vector_blocks_per_core,
+            local_workspace=soc.matmul_local_workspace,
         )
         if pk.body is not None:
             r = pk.body.resources(False)

@@ -12,7 +12,8 @@ class AscendcTarget:
     fuses = True
 
     @staticmethod
-    def emit_files(graph) -> dict[str, str | bytes]:
+    def emit_files(graph, **options) -> dict[str, str | bytes]:
+        """`project="kernel_launch"` (default) or `"custom_op"`; see `emit_files` there."""
         from mdsl.targets.ascendc import emit_files
 
-        return emit_files(graph)
+        return emit_files(graph, **options)

@@ -19,7 +19,7 @@ graph nodes it computes in the message:
   lacks: errors (`TilingError`, a `CompileError`).
 
 >>> plan = plan_rows("k0_add", rows=1, row_length=1000, resources=Resources(12, 0, 8, True),
-...                 soc=SocSpec.named("Ascend910B", vector_cores=4))
+...                 soc=SocSpec.named("Ascend910B3", vector_cores=4))
 >>> plan.tile_length, plan.tiles_per_row, plan.tail_length, plan.block_dim
 (256, 4, 232, 4)
 """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mdsl.codegen import kir
 from mdsl.codegen.dims import render_dim
+from mdsl.ir.naming import c_comment
 from mdsl.targets.c.expr import C_TYPES
 
 INDENT = "    "
@@ -85,7 +86,7 @@ class Schedule:
         return lines
 
     def block(self, block: kir.Block, bindings: list[kir.DimBinding]) -> list[str]:
-        lines = [f"/* {_comment_text(block.name)} */", *self.lines(block.kernels)]
+        lines = [f"/* {c_comment(block.name)} */", *self.lines(block.kernels)]
         lines += [copy_line(self.plan, c) for c in block.copies]
         return lines + self.bind(bindings)
 
@@ -154,10 +155,4 @@ def _indented(lines) -> list[str]:
 
 def _comment(k) -> str:
     node = k.nodes[0]
-    return _comment_text(f"{node.name} ({node.op_type})")
-
-
-def _comment_text(text: str) -> str:
-    from mdsl.targets.c.render import comment_text
-
-    return comment_text(text)
+    return c_comment(f"{node.name} ({node.op_type})")

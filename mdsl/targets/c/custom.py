@@ -22,8 +22,7 @@ The calling convention (also in `register_op_impl`'s docstring and `header_text(
 It returns 0 on success; anything else stops the run with an ExecutionError naming the
 node. Outputs are preallocated with the shapes the op's InferShape gave, and never
 overlap the inputs. `attrs` holds the op's attrs in prototype order as doubles (bools
-as 0/1; a str attr declared with `choices` as the index of its value among them;
-other attrs that are not a bool, int or float are passed as NaN). float16 data is
+as 0/1; attrs that are not a bool, int or float are passed as NaN). float16 data is
 `_Float16`, bfloat16 data is the upper 16 bits of a float32 (`uint16_t`).
 
 Names: the entry point of a `source=` is renamed (`mdsl_cop_<hash>_<symbol>`) and given
@@ -51,18 +50,13 @@ array([0., 2., 4.], dtype=float32)
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import re
-from pathlib import Path
 
 from mdsl.codegen import kir
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import GraphError
-from mdsl.ir.graph import Node
+from mdsl.ir.naming import c_comment
 
-C_OPTIONS = ("source", "symbol", "library")
 DTYPE_CODES = {
     DType.bool_: 0,
     DType.int8: 1,
@@ -75,8 +69,6 @@ DTYPE_CODES = {
     DType.float32: 8,
     DType.float64: 9,
 }
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_RESERVED = re.compile(r"(mdsl_|k[0-9]+_|main$)")  # generated names, and main
 SIGNATURE = (
     "(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs, int n_outputs, "
     "const double *attrs, int n_attrs)"
@@ -113,118 +105,6 @@ typedef int (*mdsl_custom_op_fn){SIGNATURE};
 """
 
 
-# -- registration ------------------------------------------------------------------------------
-def checked_c_options(op_type: str, fn, options: dict) -> dict:
-    """The options of a "c" binding, checked: `symbol` plus exactly one of `source` (C
-    text) or `library` (a shared library path, made absolute)."""
-    if fn is not None:
-        raise GraphError(
-            f"a 'c' binding of {op_type!r} takes source= and symbol= (or library= and "
-            f"symbol=), not a Python function"
-        )
-    if not options:
-        raise GraphError(
-            f"a 'c' binding of {op_type} needs source= and symbol=, or library= and symbol="
-        )
-    unknown = sorted(set(options) - set(C_OPTIONS))
-    if unknown:
-        raise GraphError(
-            f"unknown option {', '.join(unknown)} for the c binding of {op_type!r} "
-            f"(known: {', '.join(C_OPTIONS)})"
-        )
-    symbol = options.get("symbol")
-    if not isinstance(symbol, str) or not _IDENTIFIER.fullmatch(symbol):
-        raise GraphError(
-            f"the c binding of {op_type!r} needs symbol= a C identifier, got {symbol!r}"
-        )
-    if _RESERVED.match(symbol):
-        raise GraphError(
-            f"symbol {symbol!r} of the c binding of {op_type!r} is reserved for generated "
-            "code (names starting with mdsl_ or k<digits>_, and main)"
-        )
-    has_source, has_library = "source" in options, "library" in options
-    if has_source == has_library:
-        raise GraphError(f"the c binding of {op_type!r} needs exactly one of source= or library=")
-    if has_source:
-        if not isinstance(options["source"], str) or not options["source"].strip():
-            raise GraphError(f"source= of the c binding of {op_type!r} must be C source text")
-        return {"source": options["source"], "symbol": symbol}
-    return {"library": _checked_library(op_type, options["library"]), "symbol": symbol}
-
-
-def _checked_library(op_type: str, library) -> str:
-    text = os.fspath(library) if isinstance(library, (str, os.PathLike)) else None
-    if not isinstance(text, str):
-        raise GraphError(
-            f"library= of the c binding of {op_type!r} must be a path, got {library!r}"
-        )
-    if any(c in text for c in "\n\r\0,"):  # "," would split -Wl,-rpath,dir
-        raise GraphError(
-            f"library path {text!r} of the c binding of {op_type!r} has a comma or a "
-            "control character"
-        )
-    path = Path(text).expanduser().resolve()
-    if not path.is_file():
-        raise GraphError(f"library {str(path)!r} of the c binding of {op_type!r} does not exist")
-    return str(path)
-
-
-# -- lowering --------------------------------------------------------------------------------
-def c_binding(node: Node):
-    """The node's "c" binding, or None."""
-    from mdsl.ops.bindings import get_binding
-
-    return get_binding(node.op_type, "c")
-
-
-def lower_custom_call(ctx, node: Node) -> kir.CustomCall:
-    """The kernel calling the node's C function on its buffers."""
-    binding = c_binding(node)
-    options = binding.options
-    symbol, source = options["symbol"], options.get("source")
-    function = symbol if source is None else _renamed(symbol, source)
-    return kir.CustomCall(
-        ctx.fresh("k") + "_c_" + symbol.lower()[:20],
-        [kir.NodeRef(node.name, node.op_type, node.source)],
-        function,
-        symbol,
-        source,
-        options.get("library"),
-        [None if t is None else ctx.buffer_of(t) for t in node.inputs],
-        [ctx.buffer_of(t) for t in node.outputs],
-        [None if t is None else (t.dtype, _static_shape(t)) for t in node.inputs],
-        [(t.dtype, _static_shape(t)) for t in node.outputs],
-        tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
-    )
-
-
-def _renamed(symbol: str, source: str) -> str:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
-    return f"mdsl_cop_{digest}_{symbol}"
-
-
-def _static_shape(t) -> tuple[int, ...]:
-    return tuple(int(d) for d in t.type.storage_shape)
-
-
-def _ordered_attrs(node: Node) -> list[tuple]:
-    """(value, choices or None) of each attr, in prototype order."""
-    from mdsl.ops.registry import get_op, has_op
-
-    if not has_op(node.op_type):
-        return [(node.attrs.get(n), None) for n in sorted(node.attrs)]
-    specs = get_op(node.op_type).attrs
-    return [(node.attrs.get(n), spec.choices) for n, spec in specs.items()]
-
-
-def _attr_value(value, choices=None) -> float:
-    if isinstance(value, (bool, int, float)):
-        return float(value)
-    if isinstance(value, str) and choices and value in choices:
-        return float(choices.index(value))  # a str attr with choices: its choice index
-    return math.nan
-
-
 # -- rendering ---------------------------------------------------------------------------------
 def custom_calls(plan) -> list[kir.CustomCall]:
     """The plan's calls of user C functions (inside control-flow blocks too)."""
@@ -251,7 +131,7 @@ def render_preamble(plan) -> str:
     for source, symbols in by_source.items():
         parts.append(_source_block(source, symbols))
     for symbol, k in externs.items():
-        parts.append(f"/* {_comment(k)} from {_comment_text(k.library)} */")
+        parts.append(f"/* {_comment(k)} from {c_comment(k.library)} */")
         parts.append(f"extern int {symbol}{SIGNATURE};")
     return "\n".join(parts) + "\n"
 
@@ -263,7 +143,7 @@ def _header_body() -> str:
 
 def _source_block(source: str, symbols: dict[str, kir.CustomCall]) -> str:
     ops = ", ".join(sorted({k.nodes[0].op_type for k in symbols.values()}))
-    lines = [f"/* source of {_comment_text(ops)} */"]
+    lines = [f"/* source of {c_comment(ops)} */"]
     for symbol, k in symbols.items():
         lines.append(f"#define {symbol} {k.function}")
         lines.append(f"static int {symbol}{SIGNATURE};")
@@ -273,13 +153,7 @@ def _source_block(source: str, symbols: dict[str, kir.CustomCall]) -> str:
 
 
 def _comment(k: kir.CustomCall) -> str:
-    return _comment_text(f"{k.nodes[0].op_type} (symbol {k.symbol})")
-
-
-def _comment_text(text: str) -> str:
-    from mdsl.targets.c.render import comment_text
-
-    return comment_text(text)
+    return c_comment(f"{k.nodes[0].op_type} (symbol {k.symbol})")
 
 
 def render_call_body(plan, k: kir.CustomCall) -> str:

@@ -7,6 +7,7 @@ never appear here: loads widen them to float and stores narrow them.
 
 from __future__ import annotations
 
+from mdsl.codegen.expr_types import compute_type, promote
 from mdsl.expr import Expr
 from mdsl.ir.dtype import DType
 
@@ -22,17 +23,6 @@ C_TYPES = {
     DType.float32: "float",
     DType.float64: "double",
 }
-_RANK = {
-    DType.bool_: 0,
-    DType.int8: 1,
-    DType.uint8: 1,
-    DType.int16: 2,
-    DType.int32: 3,
-    DType.int64: 4,
-    DType.float32: 5,
-    DType.float64: 6,
-}
-
 _FLOAT_FUNCS = {
     "exp": "exp",
     "log": "log",
@@ -59,19 +49,6 @@ _INFIX = {
     "ne": "!=",
 }
 _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
-
-
-def compute_type(dtype: DType) -> DType:
-    return DType.float32 if dtype in (DType.float16, DType.bfloat16) else dtype
-
-
-def promote(a: DType | None, b: DType | None) -> DType:
-    """The type of a binary op of typed operands (None: a constant that adapts)."""
-    if a is None:
-        return b or DType.float32
-    if b is None:
-        return a
-    return a if _RANK[a] >= _RANK[b] else b
 
 
 class CExprRenderer:

@@ -17,12 +17,14 @@ import jinja2
 
 from mdsl import expr as E
 from mdsl.codegen import kir
+from mdsl.codegen.access import flat_index, merge_dims, row_offset, with_strides
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.packing import PANEL
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c.conv import conv_index, packed_conv_body
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
@@ -30,22 +32,9 @@ from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
 INDENT = "    "
 
 
-def comment_text(text: str) -> str:
-    """`text` made safe inside a C block comment (no `*/`, no newlines, ASCII only)."""
-    text = text.replace("*/", "* /").replace("/*", "/ *")
-    text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
-    return text[:200]
-
-
 @functools.lru_cache(maxsize=1)  # parsing the templates again costs ~0.1 s per compile
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("c"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("c")
 
 
 def render_c(plan: Plan, *, profile: bool = False) -> str:
@@ -89,15 +78,8 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         preamble=render_preamble(plan),
         profile=profile,
         profile_call_lines=timed_lines,
-        dims=uses_dims(plan),
+        dims=plan.uses_dims,
     )
-
-
-def uses_dims(plan: Plan) -> bool:
-    """Whether the unit's entry point is `mdsl_run_dims` (symbolic dims or control flow:
-    the symbols' values, run-time arena offsets, a slot for a failed check's value)
-    rather than `mdsl_run`."""
-    return plan.is_symbolic or plan.has_control_flow
 
 
 def _schedule_lines(plan: Plan, calls: dict[int, str], profile: bool):
@@ -153,7 +135,7 @@ def _buffer_lines(plan: Plan) -> list[str]:
 def _dim_lines(plan: Plan) -> list[str]:
     """The symbols' values as locals `dim0`, ... (a control-flow node's dynamic dims are
     assigned by the schedule)."""
-    if not uses_dims(plan):
+    if not plan.uses_dims:
         return []
     lines = [
         f"int64_t {slot_name(i)} = dims[{i}]; (void){slot_name(i)};  /* {comment_text(s)} */"
@@ -177,16 +159,6 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
 
 
 # -- addressing and typed loads/stores ---------------------------------------------------------
-def _index(access: kir.Access, index_vars: list[str], lang: str = "c") -> str:
-    terms = [render_dim(access.offset, lang)] if access.offset else []
-    for var, stride in zip(index_vars, access.strides):
-        if stride == 1:
-            terms.append(var)
-        elif stride:
-            terms.append(f"{var} * {render_dim(stride, lang)}")
-    return " + ".join(terms) or "0"
-
-
 def _load(access: kir.Access, index: str) -> str:
     element = f"{access.buffer}[{index}]"
     if access.dtype == DType.bfloat16:
@@ -211,26 +183,6 @@ def _ctype(dtype: DType) -> str:
     return C_TYPES[compute_type(dtype)]
 
 
-def _merge_dims(shape: tuple[int, ...], accesses: list[kir.Access]):
-    """Drop size-1 dims and merge adjacent dims every access walks contiguously."""
-    dims = [(d, [a.strides[i] for a in accesses]) for i, d in enumerate(shape) if d != 1]
-    merged: list[tuple[int, list[int]]] = []
-    for size, strides in dims:
-        if merged:
-            prev_size, prev_strides = merged[-1]
-            if all(ps == s * size for ps, s in zip(prev_strides, strides)):
-                merged[-1] = (prev_size * size, strides)
-                continue
-        merged.append((size, strides))
-    if not merged:
-        merged = [(1, [0] * len(accesses))]
-    return merged
-
-
-def _with_strides(access: kir.Access, strides: list[int]) -> kir.Access:
-    return kir.Access(access.buffer, access.dtype, access.offset, tuple(strides))
-
-
 def _var_types(loads: dict[str, kir.Access], lets) -> dict[str, DType]:
     types = {name: compute_type(a.dtype) for name, a in loads.items()}
     for let in lets:
@@ -242,19 +194,19 @@ def _var_types(loads: dict[str, kir.Access], lets) -> dict[str, DType]:
 def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
     load_names = list(k.loads)
     accesses = [k.loads[n] for n in load_names] + [s.access for s in k.stores]
-    dims = _merge_dims(k.shape, accesses)
+    dims = merge_dims(k.shape, accesses)
     idx = [f"i{d}" for d in range(len(dims))]
-    views = [_with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
+    views = [with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
     types = _var_types(k.loads, k.lets)
     r = CExprRenderer(types)
     body = []
     for name, view in zip(load_names, views):
-        body.append(f"const {_ctype(view.dtype)} {name} = {_load(view, _index(view, idx))};")
+        body.append(f"const {_ctype(view.dtype)} {name} = {_load(view, flat_index(view, idx))};")
     for let in k.lets:
         body.append(f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};")
     for store, view in zip(k.stores, views[len(load_names) :]):
         value = r.render_as(store.value, store.access.dtype)
-        body.append(_store(view, _index(view, idx), value))
+        body.append(_store(view, flat_index(view, idx), value))
     return _loop_nest([d for d, _ in dims], idx, body, math.prod(k.shape))
 
 
@@ -321,7 +273,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
     row_accesses = list(k.loads.values()) + [
         p.access for p in k.phases if isinstance(p, kir.RowStore)
     ]
-    row_dims = _merge_dims(
+    row_dims = merge_dims(
         k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
     )
     row_stride = {}
@@ -334,7 +286,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         for i, p in enumerate(k.phases)
         if isinstance(p, (kir.RowStore, kir.Store))
     ]:
-        base = _index(
+        base = flat_index(
             kir.Access(a.buffer, a.dtype, a.offset, a.strides[:n_outer]),
             [f"o{d}" for d in range(n_outer)],
         )
@@ -360,16 +312,6 @@ def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
     return lines
 
 
-def _row_offset(
-    k: kir.Rowwise, access: kir.Access, row_stride: dict, n_outer: int, lang: str = "c"
-) -> str:
-    if id(access) in row_stride:
-        s = row_stride[id(access)]
-        return "" if s == 0 else ("j" if s == 1 else f"j * {render_dim(s, lang)}")
-    terms = [f"j{d} * {render_dim(s, lang)}" for d, s in enumerate(access.strides[n_outer:]) if s]
-    return " + ".join(terms)
-
-
 def _row_loop(
     k, used_loads, r, bases, row_stride, n_outer, inner: list[str], pragma: str
 ) -> list[str]:
@@ -379,7 +321,7 @@ def _row_loop(
         lines += [INDENT + x for x in _decompose("j", "j", k.row_shape)]
     for name in used_loads:
         a = k.loads[name]
-        off = _row_offset(k, a, row_stride, n_outer)
+        off = row_offset(k, a, row_stride, n_outer)
         index = f"{bases[id(a)]} + {off}" if off else bases[id(a)]
         lines.append(f"{INDENT}const {_ctype(a.dtype)} {name} = {_load(a, index)};")
     lines += [INDENT + x for x in inner]
@@ -417,7 +359,7 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         return head + _row_loop(k, used, r, bases, row_stride, n_outer, [update], pragma)
     if isinstance(phase, kir.RowStore):
         value = r.render_as(phase.value, phase.access.dtype)
-        off = _row_offset(k, phase.access, row_stride, n_outer)
+        off = row_offset(k, phase.access, row_stride, n_outer)
         base = bases[id(phase.access)]
         index = f"{base} + {off}" if off else base
         return _row_loop(
@@ -470,14 +412,14 @@ def _epilogue_lines(
     r = CExprRenderer(types)
     lines = [f"const {C_TYPES[acc_type]} acc = {acc};"]
     for name, a in ep.loads.items():
-        lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, _index(a, idx))};")
+        lines.append(f"const {_ctype(a.dtype)} {name} = {_load(a, flat_index(a, idx))};")
     for let in ep.lets:
         lines.append(f"const {_ctype(let.dtype)} {let.var} = {r.render_as(let.value, let.dtype)};")
     for store in ep.stores:
         lines.append(
             _store(
                 store.access,
-                _index(store.access, idx),
+                flat_index(store.access, idx),
                 r.render_as(store.value, store.access.dtype),
             )
         )
@@ -518,7 +460,7 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     tiles = batch * n_mt * n_nt
     m, n, kk, mb, nb = (render_dim(v) for v in (k.m, k.n, k.k, mb, nb))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
-    oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
+    oa, ob, oc = (flat_index(a, bvars) for a in (k.a, k.b, k.out))
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * ({render_dim(k.lda)})")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * ({render_dim(k.ldb)})" if k.trans_b else "n0")
     body = [
@@ -573,7 +515,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
     sizes = (k.m, k.n, k.k, math.prod(k.batch_shape))
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
-    oa, ob, oc = (_index(a, bvars) for a in (k.a, k.b, k.out))
+    oa, ob, oc = (flat_index(a, bvars) for a in (k.a, k.b, k.out))
     lda, ldb = render_dim(k.lda), render_dim(k.ldb)
     align = PANEL if k.packed_b else 16
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * {lda}")

@@ -49,7 +49,6 @@ from mdsl.codegen.toolchain import cache_dir
 from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
-from mdsl.targets.c.render import uses_dims
 from mdsl.targets.numba import support as numba_support
 from mdsl.targets.numba.render import render_numba, render_profile_driver
 from mdsl.targets.python.kernels import node_kernel
@@ -158,7 +157,7 @@ class NumbaVariant:
     def __post_init__(self):
         self._consts = [np.ascontiguousarray(c).reshape(-1) for c in self.plan.constants]
         self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
-        self._shapes = PlanShapes(self.plan) if uses_dims(self.plan) else None
+        self._shapes = PlanShapes(self.plan) if self.plan.uses_dims else None
         memory = self.plan.memory
         self._arena_size = (memory.arena_bytes if memory else 0) + ALIGN
         self._parallel = "parallel=True" in next(iter(self.sources.values()))

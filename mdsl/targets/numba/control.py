@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mdsl.codegen import kir
 from mdsl.codegen.dims import render_dim
+from mdsl.ir.naming import python_comment
 
 INDENT = "    "
 
@@ -49,7 +50,7 @@ class _Control:
     def block(self, block: kir.Block, bindings: list[kir.DimBinding]) -> list[str]:
         lines = [*self.kernels(block.kernels), *(copy_line(c) for c in block.copies)]
         lines += self.bind(bindings)
-        return [f"# {_comment(block.name)}", *(lines or ["pass"])]
+        return [f"# {python_comment(block.name)}", *(lines or ["pass"])]
 
     def bind(self, bindings: list[kir.DimBinding]) -> list[str]:
         lines = [f"nd{i} = {render_dim(b.value, 'py')}" for i, b in enumerate(bindings)]
@@ -67,7 +68,7 @@ class _Control:
         return lines
 
     def branch(self, k: kir.Branch) -> list[str]:
-        lines = [f"# {k.name}: {_comment(k.nodes[0].name)} ({k.kind})"]
+        lines = [f"# {k.name}: {python_comment(k.nodes[0].name)} ({k.kind})"]
         if k.kind == "If":
             then, other = (self.block(b, k.bindings[i]) for i, b in enumerate(k.blocks))
             return [*lines, f"if {k.selector}[0]:", *_indented(then), "else:", *_indented(other)]
@@ -79,7 +80,7 @@ class _Control:
 
     def loop(self, k: kir.Loop) -> list[str]:
         counter = f"it_{k.name}"
-        lines = [f"# {k.name}: {_comment(k.nodes[0].name)} (While)"]
+        lines = [f"# {k.name}: {python_comment(k.nodes[0].name)} (While)"]
         lines += [f"{v.current}, {v.next} = {v.first}, {v.second}" for v in k.state]
         lines += [copy_line(c) for c in k.init]
         lines += self.bind(k.init_bindings)
@@ -100,9 +101,3 @@ def copy_line(c: kir.Copy) -> str:
 
 def _indented(lines) -> list[str]:
     return [INDENT + line for line in lines]
-
-
-def _comment(text: str) -> str:
-    from mdsl.targets.numba.render import comment_text
-
-    return comment_text(text)

@@ -22,10 +22,10 @@ import math
 
 import numpy as np
 
+from mdsl.codegen.expr_types import compute_type, promote
 from mdsl.expr import Expr
 from mdsl.expr.numpy_ops import saturating_astype
 from mdsl.ir.dtype import DType
-from mdsl.targets.c.expr import compute_type, promote
 
 CTORS = {
     DType.bool_: "np.bool_",

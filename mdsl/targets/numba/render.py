@@ -37,21 +37,21 @@ import numpy as np
 
 from mdsl import expr as E
 from mdsl.codegen import kir
-from mdsl.codegen.access import contiguous_strides
+from mdsl.codegen.access import (
+    contiguous_strides,
+    flat_index,
+    merge_dims,
+    row_offset,
+    with_strides,
+)
 from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.expr_types import compute_type
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
-from mdsl.codegen.templates import template_dir
+from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
-from mdsl.targets.c.expr import compute_type
-from mdsl.targets.c.render import (
-    _index,
-    _merge_dims,
-    _row_offset,
-    _with_strides,
-    uses_dims,
-)
+from mdsl.ir.naming import python_comment as comment_text
 from mdsl.targets.numba.expr import NumbaExprRenderer, ctor, literal
 
 INDENT = "    "
@@ -80,11 +80,6 @@ def _tuple(values) -> str:
     return "(" + "".join(f"{_n(v)}, " for v in values).rstrip(" ") + ")"
 
 
-def comment_text(text: str) -> str:
-    """`text` made safe inside a `#` comment: printable ASCII only, on one line."""
-    return "".join(c if 32 <= ord(c) < 127 else "?" for c in str(text))[:200]
-
-
 def function_name(name: str) -> str:
     """A kernel name as a Python identifier (the planner derives them from op types)."""
     cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
@@ -101,13 +96,7 @@ def _checked(name: str) -> str:
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir("numba"))),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    return template_environment("numba")
 
 
 def render_numba(plan: Plan, parallel: bool = True) -> str:
@@ -128,7 +117,7 @@ def render_numba(plan: Plan, parallel: bool = True) -> str:
         functions=renderer.functions,
         buffer_lines=_buffer_lines(plan),
         call_lines=renderer.calls,
-        dims=uses_dims(plan),
+        dims=plan.uses_dims,
     )
 
 
@@ -149,7 +138,7 @@ def render_profile_driver(plan: Plan, parallel: bool = True) -> str:
     not), the (start, duration) of kernel i of `plan.all_kernels()` in `timings[i]`. It is
     executed among the module's compiled functions (`NumbaVariant.run_profiled`)."""
     renderer = _ModuleRenderer(plan, _env().get_template("kernel.py.j2"), parallel)
-    dims = ", dims, offsets, sizes" if uses_dims(plan) else ""
+    dims = ", dims, offsets, sizes" if plan.uses_dims else ""
     lines = [f"def run_profile(inputs, outputs, consts, arena, callback{dims}, timings, clock):"]
     lines += ["    " + line for line in _buffer_lines(plan)]
     lines.append("    t0 = clock()")
@@ -168,7 +157,7 @@ def render_profile_driver(plan: Plan, parallel: bool = True) -> str:
 
 def _buffer_lines(plan: Plan) -> list[str]:
     lines = []
-    if uses_dims(plan):
+    if plan.uses_dims:
         lines += [
             f"{slot_name(i)} = int(dims[{i}])  # {comment_text(s)}"
             for i, s in enumerate(plan.symbols)
@@ -287,15 +276,15 @@ class _ModuleRenderer:
     def pointwise(self, k: kir.Pointwise, name: str):
         load_names = list(k.loads)
         accesses = [k.loads[n] for n in load_names] + [s.access for s in k.stores]
-        dims = _merge_dims(k.shape, accesses)
+        dims = merge_dims(k.shape, accesses)
         idx = [f"i{d}" for d in range(len(dims))]
-        views = [_with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
+        views = [with_strides(a, [s[j] for _, s in dims]) for j, a in enumerate(accesses)]
         r = NumbaExprRenderer(_var_types(k.loads, k.lets))
-        body = [f"{n} = {v.buffer}[{_index(v, idx, 'py')}]" for n, v in zip(load_names, views)]
+        body = [f"{n} = {v.buffer}[{flat_index(v, idx, 'py')}]" for n, v in zip(load_names, views)]
         body += [f"{let.var} = {r.render(let.value, let.dtype)}" for let in k.lets]
         for store, view in zip(k.stores, views[len(load_names) :]):
             value = r.render(store.value, store.access.dtype)
-            body.append(_store(view, _index(view, idx, "py"), value))
+            body.append(_store(view, flat_index(view, idx, "py"), value))
         decorator = self.decorator(k.size)
         return _loop_nest([d for d, _ in dims], idx, body, decorator == PARALLEL_JIT), decorator
 
@@ -484,7 +473,7 @@ class _RowRenderer:
         row_accesses = list(k.loads.values()) + [
             p.access for p in k.phases if isinstance(p, kir.RowStore)
         ]
-        row_dims = _merge_dims(
+        row_dims = merge_dims(
             k.row_shape,
             [kir.Access(a.buffer, a.dtype, 0, a.strides[self.n_outer :]) for a in row_accesses],
         )
@@ -503,7 +492,7 @@ class _RowRenderer:
         for name, a in named:
             outer = kir.Access(a.buffer, a.dtype, a.offset, a.strides[: self.n_outer])
             self.bases[id(a)] = f"b_{name}"
-            lines.append(f"b_{name} = {_index(outer, outer_idx, 'py')}")
+            lines.append(f"b_{name} = {flat_index(outer, outer_idx, 'py')}")
         for phase in k.phases:
             lines += self.phase(phase)
         return lines
@@ -556,7 +545,7 @@ class _RowRenderer:
         return lines + [INDENT + line for line in inner]
 
     def row_index(self, access: kir.Access) -> str:
-        off = _row_offset(self.k, access, self.row_stride, self.n_outer, "py")
+        off = row_offset(self.k, access, self.row_stride, self.n_outer, "py")
         base = self.bases[id(access)]
         return f"{base} + {off}" if off else base
 
@@ -602,7 +591,7 @@ def _copy_lines(k: kir.Pointwise, offsets: dict[str, int]) -> list[str]:
     lines = []
     for store in k.stores:
         load, dst = k.loads[store.value.value], store.access
-        dims = _merge_dims(k.shape, [load, dst])
+        dims = merge_dims(k.shape, [load, dst])
         shape = tuple(d for d, _ in dims)
         src_strides = tuple(s[0] for _, s in dims)
         dst_strides = tuple(s[1] for _, s in dims)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mdsl.codegen.ascendc import Emulator, build_project
-from mdsl.codegen.ascendc.emulate import find_cxx
+from mdsl.targets.ascendc import Emulator, build_project
+from mdsl.targets.ascendc.emulate import find_cxx
 from tests.codegen.ascendc import graphs
 
 REPO = Path(__file__).resolve().parents[3]

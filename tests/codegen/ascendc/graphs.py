@@ -148,3 +148,30 @@ def cube_feeds(seed: int = 0) -> dict[str, np.ndarray]:
         "xh": normal(33, 48, dtype=np.float16) * np.float16(0.25),
         "img": normal(2, 4, 9, 11),
     }
+
+
+def soc_310p() -> mdsl.Graph:
+    """What the 310P takes (no DataCopyPad, no float32 or bfloat16 on the cube): rows of
+    whole 32-byte blocks, a float16 pointwise chain, a float32 softmax and layer norm, and a
+    float16 matmul with M, N not multiples of 16."""
+    with mdsl.Graph("soc_310p") as g:
+        h = g.input("h", (4, 64), "float16")
+        x = g.input("x", (6, 128))
+        a = g.input("a", (33, 64), "float16")
+        w = mdsl.param("w", (64, 40), "float16")
+        gamma = mdsl.param("gamma", (128,))
+        beta = mdsl.param("beta", (128,))
+        g.output(ops.silu(h) * 2.0, "silu_half")
+        g.output(ops.softmax(x, axis=-1), "softmax")
+        g.output(ops.layer_norm(x, gamma, beta, axis=-1, epsilon=1e-5), "layer_norm")
+        g.output(a @ w, "half")
+    return g
+
+
+def soc_310p_feeds(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "h": rng.standard_normal((4, 64)).astype(np.float16),
+        "x": rng.standard_normal((6, 128)).astype(np.float32),
+        "a": (rng.standard_normal((33, 64)) * 0.25).astype(np.float16),
+    }

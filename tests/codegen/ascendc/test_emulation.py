@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import mdsl
-from mdsl.codegen.ascendc import Emulator, SocSpec, build_project
-from mdsl.codegen.ascendc.kernels import MatmulKernel, RowKernel, VectorKernel
-from mdsl.codegen.ascendc.tiling import RowTiling
 from mdsl.ir.dtype import DType
+from mdsl.targets.ascendc import Emulator, SocSpec, build_project
+from mdsl.targets.ascendc.kernels import MatmulKernel, RowKernel, VectorKernel
+from mdsl.targets.ascendc.tiling import RowTiling
 from tests.codegen.ascendc import graphs
 from tests.codegen.ascendc.conftest import emulator, example, needs_cxx, project
 
@@ -74,7 +74,7 @@ def test_every_kernel_kind_ran_on_the_device():
 def test_rows_spread_over_many_tiles_on_a_small_unified_buffer():
     """The same build, run on a SoC with a 2 KiB UB: rows of 300 take several tiles (the
     host tiling reads the UB size at run time) and the results do not change."""
-    small = SocSpec.named("Ascend910B", ub_bytes=2048, vector_cores=3)
+    small = SocSpec.named("Ascend910B3", ub_bytes=2048, vector_cores=3)
     p = build_project(graphs.rows(), soc=small)
     assert all(k.tiling.tiles_per_row > 1 for k in p.kernels if k.kernel.row_length == 300)
     emu = Emulator(p)
@@ -135,3 +135,47 @@ def test_soc_cores_only_change_the_spread():
     p = build_project(graphs.vector_mix(), soc=one_core)
     assert all(k.tiling.block_dim == 1 for k in p.device_kernels)
     assert_same(Emulator(p).run(feeds), mdsl.interpret(graphs.vector_mix(), feeds))
+
+
+def _mix_matmul() -> mdsl.Graph:
+    """M = 37 (blocks of 16 and a tail of 5), N = 13: three units of work for the cube."""
+    with mdsl.Graph("mix_matmul") as g:
+        a = g.input("a", (37, 50))
+        w = mdsl.param("w", (50, 13))
+        g.output(mdsl.ops.relu(a @ w), "y")
+    return g
+
+
+def test_matmul_tails_under_mix_mode_block_indexing():
+    """On the A2 parts each launched block is one cube core serving two vector cores
+    (GetBlockIdx() in [0, 2 * blockDim)): the units go to vector blocks and the spare vector
+    core of an odd count computes nothing; results equal the interpreter."""
+    soc = SocSpec.named("Ascend910B3", vector_cores=8, cube_cores=4)
+    p = build_project(_mix_matmul(), soc=soc)
+    emu = Emulator(p)
+    block_dim, fields = emu.tiling(0)
+    assert fields["units"] == fields["blockDim"] == 3 and block_dim == 2  # 4 vector cores run
+    feeds = {"a": np.random.default_rng(4).standard_normal((37, 50)).astype(np.float32)}
+    assert_same(emu.run(feeds), mdsl.interpret(_mix_matmul(), feeds))
+
+
+def test_the_emulation_catches_work_planned_over_the_cube_cores_only():
+    """The same kernel without the vector-block guard (the bug of planning over the AIC
+    count): the spare vector core takes a unit that does not exist and fails."""
+    soc = SocSpec.named("Ascend910B3", vector_cores=8, cube_cores=4)
+    p = build_project(_mix_matmul(), soc=soc)
+    common = p.files["op_kernel/mdsl_kernel_common.h"]
+    guard = "range.count = block < blocks ? perBlock + (block < remainder ? 1 : 0) : 0;"
+    assert guard in common
+    broken = dataclasses.replace(
+        p,
+        files={
+            **p.files,
+            "op_kernel/mdsl_kernel_common.h": common.replace(
+                guard, "range.count = perBlock + (block < remainder ? 1 : 0); (void)blocks;"
+            ),
+        },
+    )
+    feeds = {"a": np.zeros((37, 50), np.float32)}
+    with pytest.raises(mdsl.ExecutionError, match="block 3/2"):
+        Emulator(broken).run(feeds)

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from mdsl.codegen.ascendc import build_project
+from mdsl.targets.ascendc import build_project
 from tests.codegen.ascendc import golden_graphs as graphs
 from tests.codegen.ascendc.conftest import REPO
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mdsl import expr as E
-from mdsl.codegen.ascendc.program import NotVectorizable, compile_tiles
+from mdsl.targets.ascendc.program import NotVectorizable, compile_tiles
 
 N = 64
 RNG = np.random.default_rng(0)

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 import mdsl
-from mdsl.codegen.ascendc import build_project, emit_ascendc
+from mdsl.targets.ascendc import build_project, emit_ascendc
 from tests.codegen.ascendc.conftest import example, project
 
 
@@ -34,7 +34,8 @@ def test_mdsl_emit_writes_the_op_project(tmp_path):
     }
     cmake = (tmp_path / "CMakeLists.txt").read_text()
     assert all(f"${{CMAKE_CURRENT_SOURCE_DIR}}/{k}" in cmake for k in kernels)
-    assert "ascendc_library(resnet_block_kernels STATIC ${KERNEL_FILES})" in cmake
+    assert "ascendc_library(resnet_block_kernels_npu STATIC ${KERNEL_FILES})" in cmake
+    assert "find_package(tikicpulib REQUIRED)" in cmake  # RUN_MODE=cpu
 
 
 def test_the_readme_maps_kernels_to_layer_paths_and_source_lines():
@@ -68,9 +69,10 @@ def test_a_vector_kernel_has_the_ascendc_structure():
         "TQue<QuePosition::VECIN, BUFFER_NUM> inQueue_ld0_;",
         "TQue<QuePosition::VECOUT, BUFFER_NUM> outQueue_st0_;",
         "pipe_.InitBuffer(inQueue_ld0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));",
-        "MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder)",
+        "MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder, tiling_.blockDim)",
         'extern "C" __global__ __aicore__ void k6_mul_add_relu(GM_ADDR in0, GM_ADDR in1, GM_ADDR in2, GM_ADDR out0, GM_ADDR workspace, GM_ADDR tiling)',
-        "GET_TILING_DATA_WITH_STRUCT(K6MulAddReluTilingData, tilingData, tiling);",
+        "K6MulAddReluTilingData tilingData;\n    MdslCopyTiling(&tilingData, tiling);",
+        "AscendC::SetKernelMode(KernelMode::AIV_MODE);",
         "k6_mul_add_relu<<<blockDim, l2ctrl, stream>>>(in0, in1, in2, out0, workspace, tiling);",
         "ICPU_RUN_KF(k6_mul_add_relu, blockDim, in0, in1, in2, out0, workspace, tiling);",
         "Mul(ld0, ld0, ld1, calcLen);",  # in place: the loaded tile is read once
@@ -115,7 +117,7 @@ def test_tiling_structs_are_declared_for_host_and_kernel():
         in host
     )
     assert (
-        "TILING_DATA_FIELD_DEF(uint32_t, tileLength);\nEND_TILING_DATA_DEF;\nREGISTER_TILING_DATA_CLASS(MdslK3MatmulAddGelu, K3MatmulAddGeluTilingData)"
+        "TILING_DATA_FIELD_DEF(uint32_t, localWorkspace);\nEND_TILING_DATA_DEF;\nREGISTER_TILING_DATA_CLASS(MdslK3MatmulAddGelu, K3MatmulAddGeluTilingData)"
         in host
     )
     assert (
@@ -129,11 +131,11 @@ def test_tiling_structs_are_declared_for_host_and_kernel():
 
 def test_emit_ascendc_takes_the_ascendc_options(tmp_path):
     with mdsl.Graph("opts") as g:
-        x = g.input("x", ("N", 300))
+        x = g.input("x", ("N", 320))  # whole 32-byte blocks: the 310P has no DataCopyPad
         g.output(mdsl.ops.softmax(x, axis=-1), "y")
-    p = emit_ascendc(g, tmp_path, shapes={"N": 1}, soc="Ascend310P", tile_length=100)
+    p = emit_ascendc(g, tmp_path, shapes={"N": 1}, soc="Ascend310P3", tile_length=100)
     readme = (tmp_path / "README.md").read_text()
-    assert "for **Ascend310P**" in readme and "shapes N=1" in readme
+    assert "for **Ascend310P3**" in readme and "shapes N=1" in readme
     assert (
         "## Planner diagnostics" in readme
         and "tile_length 100 is not a multiple of 8 elements" in readme
@@ -158,7 +160,7 @@ def test_the_op_project_builds_with_cann(tmp_path):
             str(tmp_path / "src"),
             "-B",
             str(tmp_path / "build"),
-            "-DSOC_VERSION=Ascend910B",
+            "-DSOC_VERSION=Ascend910B3",
         ],
         capture_output=True,
         text=True,
@@ -168,3 +170,24 @@ def test_the_op_project_builds_with_cann(tmp_path):
         ["cmake", "--build", str(tmp_path / "build"), "-j2"], capture_output=True, text=True
     )
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+
+
+def test_the_readme_lists_gm_bytes_per_kernel_next_to_the_minimum():
+    """Softmax over rows of 50 float32 (4 rows): the maximum, the sum and the normalized
+    store each stream x (3 x 800 bytes) and y is written once (800): 3200 against the
+    minimum 1600 (x read and y written once). Layer norm: mean, variance, store."""
+    from tests.codegen.ascendc import golden_graphs
+
+    p = build_project(golden_graphs.golden_softmax())
+    (row,) = [line for line in p.files["README.md"].splitlines() if line.startswith("| 0 |")]
+    assert row.endswith("| 3200 (1600) |"), row
+    with mdsl.Graph("ln") as g:
+        x = g.input("x", (2, 64))
+        g.output(mdsl.ops.layer_norm(x, mdsl.param("s", (64,)), mdsl.param("b", (64,))), "y")
+    (k,) = build_project(g).kernels
+    from mdsl.targets.ascendc.traffic import gm_bytes, minimum_bytes
+
+    row_bytes = 2 * 64 * 4
+    # x read by the mean, the variance and the store; scale and bias per row by the store
+    assert gm_bytes(k.kernel) == 3 * row_bytes + 2 * row_bytes + row_bytes
+    assert minimum_bytes(k.kernel, build_project(g).plan) == 2 * row_bytes + 2 * 64 * 4

@@ -10,10 +10,10 @@ import pytest
 
 import mdsl
 from mdsl import ops
-from mdsl.codegen.ascendc import SocSpec, TilingError, build_project
-from mdsl.codegen.ascendc.tiling import Resources, plan_rows
+from mdsl.targets.ascendc import SocSpec, TilingError, build_project
+from mdsl.targets.ascendc.tiling import Resources, plan_rows
 
-SOC = SocSpec.named("Ascend910B")
+SOC = SocSpec.named("Ascend910B3")
 
 
 def plan(rows, row_length, resources, **kw):
@@ -91,7 +91,7 @@ def test_a_tile_over_the_unified_buffer_is_shrunk_or_rejected():
     (kernel,) = p.kernels
     (d,) = p.diagnostics
     assert (
-        f"over the {SOC.ub_bytes}-byte UB of Ascend910B; using {kernel.tiling.tile_length}"
+        f"over the {SOC.ub_bytes}-byte UB of Ascend910B3; using {kernel.tiling.tile_length}"
         in d.message
     )
     assert kernel.tiling.ub_bytes <= SOC.ub_bytes < kernel.tiling.ub_bytes + 17 * 16
@@ -102,14 +102,14 @@ def test_a_tile_over_the_unified_buffer_is_shrunk_or_rejected():
 
 
 def test_a_kernel_whose_smallest_tile_overflows_the_unified_buffer_is_rejected():
-    tiny = SocSpec.named("Ascend910B", ub_bytes=256)
+    tiny = SocSpec.named("Ascend910B3", ub_bytes=256)
     with pytest.raises(TilingError) as info:
         build_project(softmax_graph(), soc=tiny)
     message = str(info.value)
     assert re.search(
         f"rejected: {LOCATION}: even the smallest tile \\(16 elements\\) needs \\d+ bytes", message
     )
-    assert "over the 256-byte UB of Ascend910B" in message
+    assert "over the 256-byte UB of Ascend910B3" in message
 
 
 # -- dtypes ------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_float64_arithmetic_is_rejected_naming_kernel_and_nodes():
         r"kernel k\d+_exp_relu \(Growth \(Exp\) at .*test_tiling.py:\d+; Relu \(Relu\) at", message
     )
     assert (
-        "float64 arithmetic: the vector unit of Ascend910B supports bfloat16, bool, float16, float32"
+        "float64 arithmetic: the vector unit of Ascend910B3 supports bfloat16, bool, float16, float32"
         in message
     )
 
@@ -141,7 +141,7 @@ def test_every_rejected_kernel_is_listed_at_once():
     levels = [(d.level, d.kernel.split("_", 1)[1]) for d in info.value.diagnostics]
     assert ("rejected", "mul") in levels and ("rejected", "matmul") in levels
     assert (
-        "matmul in float64: the cube unit of Ascend910B supports bfloat16, float16, float32, int8"
+        "matmul in float64: the cube unit of Ascend910B3 supports bfloat16, float16, float32, int8"
         in str(info.value)
     )
     assert "int64 arithmetic" in str(info.value)
@@ -151,9 +151,9 @@ def test_bfloat16_depends_on_the_soc():
     with mdsl.Graph("bf") as g:
         x = g.input("x", (4, 100), "bfloat16")
         g.output(x * 2.0 + 1.0, "y")
-    assert build_project(g, soc="Ascend910B").device_kernels
-    with pytest.raises(TilingError, match="bfloat16 arithmetic: the vector unit of Ascend310P"):
-        build_project(g, soc="Ascend310P")
+    assert build_project(g, soc="Ascend910B3").device_kernels
+    with pytest.raises(TilingError, match="bfloat16 arithmetic: the vector unit of Ascend310P3"):
+        build_project(g, soc="Ascend310P3")
 
 
 def test_copies_move_any_dtype():
@@ -198,6 +198,83 @@ def test_symbolic_graphs_need_shapes():
 
 def test_unknown_soc_names_the_presets():
     with pytest.raises(
-        mdsl.CompileError, match="unknown Ascend SoC 'Ascend999'; presets: Ascend910B, Ascend310P"
+        mdsl.CompileError, match="unknown Ascend SoC 'Ascend999'; presets: Ascend910B1, Ascend910B2"
     ):
         SocSpec.named("Ascend999")
+
+
+# -- the per-SoC capability table ------------------------------------------------------------------
+def test_family_names_are_refused_with_the_parts():
+    """CANN's CMake reads SOC_VERSION=Ascend910B as the old Ascend910 (dav-c100)."""
+    with pytest.raises(mdsl.CompileError, match="CANN needs the part: Ascend910B1, Ascend910B2"):
+        SocSpec.named("Ascend910B")
+
+
+@pytest.mark.parametrize(
+    "name, cube, vector, ub",
+    [
+        ("Ascend910B1", 24, 48, 192 * 1024),
+        ("Ascend910B2", 24, 48, 192 * 1024),
+        ("Ascend910B3", 20, 40, 192 * 1024),
+        ("Ascend910B4", 20, 40, 192 * 1024),
+        ("Ascend310P3", 8, 8, 256 * 1024),
+    ],
+)
+def test_presets_carry_the_platform_numbers(name, cube, vector, ub):
+    soc = SocSpec.named(name)
+    assert (soc.cube_cores, soc.vector_cores, soc.ub_bytes) == (cube, vector, ub)
+    assert soc.split_cores == name.startswith("Ascend910B")
+
+
+def _rejection(g, soc: str) -> str:
+    with pytest.raises(TilingError) as info:
+        build_project(g, soc=soc)
+    (d,) = info.value.diagnostics
+    assert d.level == "rejected" and d.kernel and d.nodes
+    return str(d)
+
+
+def test_the_310p_has_no_datacopypad():
+    """Rows that are not whole 32-byte blocks need DataCopyPad: rejected at emit time for
+    the 310P (naming kernel, nodes and SoC), generated for the A2 parts."""
+    with mdsl.Graph("tails") as g:
+        x = g.input("x", (4, 50))
+        g.output(ops.softmax(x * 2.0, axis=-1, name="Probs"), "y")
+    assert build_project(g, soc="Ascend910B3").device_kernels
+    message = _rejection(g, "Ascend310P3")
+    assert re.search(
+        r"kernel k\d+_mul_softmax \(.*Probs \(Softmax\) at .*test_tiling.py:\d+", message
+    )
+    assert "rows of 50 float32 (200 bytes) need DataCopyPad" in message
+    assert "which Ascend310P3 does not have" in message
+
+
+def test_the_310p_cube_takes_no_float32():
+    with mdsl.Graph("f32mm") as g:
+        a = g.input("a", (32, 64))
+        w = mdsl.param("w", (64, 32))
+        g.output(a @ w, "y")
+    message = _rejection(g, "Ascend310P3")
+    assert "matmul in float32: the cube unit of Ascend310P3 supports float16, int8" in message
+
+
+def test_whole_block_rows_pass_on_the_310p_without_datacopypad():
+    with mdsl.Graph("aligned") as g:
+        x = g.input("x", (4, 64))
+        g.output(ops.softmax(x, axis=-1), "y")
+    p = build_project(g, soc="Ascend310P3")
+    common = p.files["op_kernel/mdsl_kernel_common.h"]
+    assert "DataCopyPad" not in common.replace("has no DataCopyPad", "")
+    assert "AscendC::SetKernelMode" not in p.files[f"op_kernel/{p.kernels[0].name}.cpp"]
+
+
+def test_scattered_stores_run_on_one_core():
+    """A softmax over the first axis stores with a stride (SetValue through the data
+    cache): one block, so no two cores write into one 64-byte line; the host agrees."""
+    with mdsl.Graph("columns") as g:
+        z = g.input("z", (4, 5, 7))
+        g.output(ops.softmax(z, axis=0), "y")
+    (k,) = build_project(g).kernels
+    assert k.tiling.block_dim == 1
+    tiling = build_project(g).files["op_host/columns_tiling.cpp"]
+    assert "false, 0,\n                      1, UbBytes(platform), plan)" in tiling

@@ -16,12 +16,3 @@
 #define KERNEL_TYPE_AIV_ONLY 0
 #define KERNEL_TYPE_AIC_ONLY 1
 #define KERNEL_TYPE_MIX_AIC_1_2 2
-
-/* Tiling data arrives in global memory; the kernel copies it into a local struct. */
-#define GET_TILING_DATA_WITH_STRUCT(struct_type, var, tiling)                                   \
-    struct_type var;                                                                            \
-    do {                                                                                        \
-        ::mdsl_emu::CheckGm("GET_TILING_DATA_WITH_STRUCT", (tiling), sizeof(struct_type));      \
-        ::mdsl_emu::Require((tiling) != nullptr, "GET_TILING_DATA_WITH_STRUCT", "null tiling"); \
-        std::memcpy(&var, (tiling), sizeof(struct_type));                                       \
-    } while (0)

@@ -6,8 +6,7 @@
 #include "kernel_operator.h"
 
 namespace AscendC {
-enum class KernelMode { MIX_MODE, AIC_MODE, AIV_MODE };
-inline void SetKernelMode(KernelMode) {}
+inline void SetKernelMode(KernelMode mode) { mdsl_emu::config().mode = mode; }
 inline void *GmAlloc(size_t size) {
     void *p = std::aligned_alloc(64, (size + 63) / 64 * 64);
     mdsl_emu::RegisterGm(p, size, "GmAlloc");
@@ -20,4 +19,4 @@ inline void GmFree(void *p) {
 }  // namespace AscendC
 
 #define ICPU_RUN_KF(func, blockDim, ...) \
-    ::mdsl_emu::RunKernel(#func, (blockDim), [&]() { func(__VA_ARGS__); })
+    ::mdsl_emu::RunKernel(#func, (blockDim), ::mdsl_emu::LaunchWorkspace(__VA_ARGS__), [&]() { func(__VA_ARGS__); })

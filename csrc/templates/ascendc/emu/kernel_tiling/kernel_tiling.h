@@ -1,4 +1,5 @@
-/* mdsl AscendC emulation: the matmul tiling record shared by host tiling and kernels. */
+/* mdsl AscendC emulation: the kernel-side matmul tiling record (plain fields; the host
+ * side is optiling::TCubeTiling in tiling/tiling_api.h, the same bytes). */
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,3 @@ struct TCubeTiling {
     int32_t dbL0A = 2, dbL0B = 2, dbL0C = 1;
     int32_t reserved = 0;
 };
-
-namespace optiling {
-using TCubeTiling = ::TCubeTiling;
-}

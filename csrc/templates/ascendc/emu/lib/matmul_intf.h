@@ -78,6 +78,16 @@ public:
         hasBias_ = true;
     }
     void ClearBias() { hasBias_ = false; }
+    /* on SoCs whose Matmul API moves C to GM through the UB (310P): a UB workspace of at
+     * least one base block of C (the host's MultiCoreMatmulGetTmpBufSize) */
+    void SetLocalWorkspace(const AscendC::LocalTensor<uint8_t> &buffer) {
+        const char *api = "Matmul::SetLocalWorkspace";
+        RequireInit(api);
+        mdsl_emu::Require(buffer.GetSize() >= uint32_t(tiling_.transLength), api,
+                          "the workspace has " + std::to_string(buffer.GetSize()) + " bytes; one base block of C needs " +
+                              std::to_string(tiling_.transLength));
+        hasLocalWorkspace_ = true;
+    }
     void SetTail(int tailM = -1, int tailN = -1, int tailK = -1) {
         tailM_ = tailM;
         tailN_ = tailN;
@@ -95,6 +105,8 @@ public:
         const char *api = "Matmul::IterateAll";
         RequireInit(api);
         mdsl_emu::Require(hasA_ && hasB_, api, "SetTensorA and SetTensorB first");
+        mdsl_emu::Require(hasLocalWorkspace_ || !mdsl_emu::Has(mdsl_emu::kMatmulLocalWorkspace), api,
+                          "on this SoC C reaches global memory through the UB: SetLocalWorkspace first");
         const TCubeTiling &t = tiling_;
         const int64_t m = tailM_ > 0 ? tailM_ : t.singleCoreM;
         const int64_t n = tailN_ > 0 ? tailN_ : t.singleCoreN;
@@ -138,7 +150,7 @@ private:
     AscendC::GlobalTensor<SrcAT> a_;
     AscendC::GlobalTensor<SrcBT> b_;
     AscendC::GlobalTensor<BiasT> bias_;
-    bool inited_ = false, transA_ = false, transB_ = false, hasA_ = false, hasB_ = false, hasBias_ = false;
+    bool inited_ = false, hasLocalWorkspace_ = false, transA_ = false, transB_ = false, hasA_ = false, hasB_ = false, hasBias_ = false;
     int tailM_ = -1, tailN_ = -1, tailK_ = -1;
 
     void RequireInit(const char *api) const {
@@ -152,7 +164,7 @@ inline void Regist(AscendC::TPipe *, GM_ADDR) {}
 template <class MM, class... Rest>
 inline void Regist(AscendC::TPipe *pipe, GM_ADDR workspace, MM &mm, const TCubeTiling *tiling, Rest &&...rest) {
     mdsl_emu::Require(workspace != nullptr, "REGIST_MATMUL_OBJ",
-                      "no system workspace (SetSysWorkspace before registering)");
+                      "no system workspace (the launch's workspace argument, GetSysWorkSpacePtr())");
     mm.Init(tiling, pipe);
     Regist(pipe, workspace, rest...);
 }

@@ -123,6 +123,7 @@ template <typename T>
 inline void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, const DataCopyExtParams &p,
                         const DataCopyPadExtParams<T> &pad) {
     const char *api = "DataCopyPad(GM->UB)";
+    mdsl_emu::RequireFeature(mdsl_emu::kDataCopyPad, api);
     mdsl_emu::CheckUbAligned(api, dst.Data(), "the destination");
     mdsl_emu::Require(p.blockLen % sizeof(T) == 0, api,
                       "blockLen " + std::to_string(p.blockLen) + " bytes is not a whole number of elements");
@@ -149,6 +150,7 @@ inline void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src, c
 template <typename T>
 inline void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src, const DataCopyExtParams &p) {
     const char *api = "DataCopyPad(UB->GM)";
+    mdsl_emu::RequireFeature(mdsl_emu::kDataCopyPad, api);
     mdsl_emu::CheckUbAligned(api, src.Data(), "the source");
     mdsl_emu::Require(p.blockLen % sizeof(T) == 0, api,
                       "blockLen " + std::to_string(p.blockLen) + " bytes is not a whole number of elements");

@@ -168,8 +168,9 @@ public:
         Check("GlobalTensor::GetValue", i, 1);
         return addr_[i];
     }
-    void SetValue(uint64_t i, T v) const {
+    void SetValue(uint64_t i, T v) {  // not const, as in CANN: a store through the data cache
         Check("GlobalTensor::SetValue", i, 1);
+        mdsl_emu::CacheStore("GlobalTensor::SetValue", addr_ + i);
         addr_[i] = v;
     }
     uint64_t GetSize() const { return size_; }
@@ -374,6 +375,14 @@ private:
         mdsl_emu::Require(num > 0 && len > 0, "TPipe::InitBuffer", "zero buffers or zero length");
         const uint32_t each = (len + mdsl_emu::kUbAlign - 1) / mdsl_emu::kUbAlign * mdsl_emu::kUbAlign;
         const uint64_t need = uint64_t(b.ubUsed) + uint64_t(each) * num;
+        // in MIX mode the Matmul client keeps its message area (KfcMsg) at the end of the UB
+        const uint64_t kfc = b.subBlocks > 1 ? mdsl_emu::kKfcMsgBytes : 0;
+        if (kfc != 0 && need > b.ub.size() - kfc && need <= b.ub.size()) {
+            mdsl_emu::Fail("TPipe::InitBuffer",
+                           std::to_string(num) + " x " + std::to_string(len) + " bytes for " + owner +
+                               " reach into the Matmul message area (the last " + std::to_string(kfc) +
+                               " bytes of the UB, TOTAL_UB_SIZE - sizeof(KfcMsg))");
+        }
         if (need > b.ub.size()) {
             mdsl_emu::Fail("TPipe::InitBuffer",
                            "Unified Buffer overflow: " + std::to_string(num) + " x " + std::to_string(len) +
@@ -400,6 +409,22 @@ inline TPipe *GetTPipePtr() { return static_cast<TPipe *>(mdsl_emu::block().pipe
 
 inline int64_t GetBlockIdx() { return mdsl_emu::block().blockIdx; }
 inline int64_t GetBlockNum() { return mdsl_emu::block().blockNum; }
+inline int64_t GetSubBlockIdx() { return mdsl_emu::block().blockIdx % mdsl_emu::block().subBlocks; }
+inline int64_t GetTaskRatio() { return mdsl_emu::block().subBlocks; }
+
+/* ---- the data cache of scalar global-memory stores ---- */
+enum class CacheLine : uint8_t { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint8_t { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T, CacheLine LINE>
+inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &dst) {
+    mdsl_emu::RequireFeature(mdsl_emu::kDataCacheCleanAndInvalid, "DataCacheCleanAndInvalid");
+    (void)dst;
+    if (LINE == CacheLine::ENTIRE_DATA_CACHE) mdsl_emu::block().cacheDirty = false;
+}
+template <typename T, CacheLine LINE, DcciDst DST>
+inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &dst) {
+    DataCacheCleanAndInvalid<T, LINE>(dst);
+}
 
 /* ---- synchronization: ordering is program order on the CPU, so these only check usage ---- */
 enum pipe_t : uint8_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };

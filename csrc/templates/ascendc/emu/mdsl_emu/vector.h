@@ -300,24 +300,25 @@ inline void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask, con
     for (uint32_t i = 0; i < count; ++i) dst.Data()[i] = detail::GetBit(mask, i) ? src0.Data()[i] : src1Scalar;
 }
 
-/* ---- reductions of `count` elements into dst[0]; work holds one partial per 256-byte
- * repeat, rounded up to whole 32-byte blocks ---- */
+/* ---- reductions of `count` elements into dst[0]; work holds per 256-byte repeat one
+ * partial (ReduceSum) or a (value, index) pair (ReduceMax/Min), rounded up to whole 32-byte
+ * blocks ---- */
 namespace detail {
 template <typename T>
-inline uint32_t ReduceWorkElems(uint32_t count) {
+inline uint32_t ReduceWorkElems(uint32_t count, uint32_t perPartial) {
     const uint32_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
     const uint32_t repeats = (count + perRepeat - 1) / perRepeat;
-    return (repeats + perBlock - 1) / perBlock * perBlock;
+    return (repeats * perPartial + perBlock - 1) / perBlock * perBlock;
 }
 
 template <typename T, typename F>
 inline void Reduce(const char *api, const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work,
-                   int32_t count, F combine) {
+                   int32_t count, uint32_t perPartial, F combine) {
     Count(api, count);
     mdsl_emu::Require(count > 0, api, "reduces zero elements");
     Operand(api, src, count, Access::VectorRead);
     Operand(api, dst, 1, Access::VectorWrite);
-    const uint32_t need = ReduceWorkElems<T>(count);
+    const uint32_t need = ReduceWorkElems<T>(count, perPartial);
     if (work.GetSize() < need) {
         mdsl_emu::Fail(api, "the work tensor has " + std::to_string(work.GetSize()) + " elements; " +
                                 std::to_string(count) + " inputs need " + std::to_string(need));
@@ -330,7 +331,7 @@ inline void Reduce(const char *api, const LocalTensor<T> &dst, const LocalTensor
         const int32_t end = start + int32_t(perRepeat) < count ? start + int32_t(perRepeat) : count;
         float part = static_cast<float>(src.Data()[start]);
         for (int32_t i = start + 1; i < end; ++i) part = combine(part, static_cast<float>(src.Data()[i]));
-        work.Data()[start / perRepeat] = static_cast<T>(part);
+        work.Data()[start / perRepeat * perPartial] = static_cast<T>(part);
         total = first ? part : combine(total, part);
         first = false;
     }
@@ -340,19 +341,19 @@ inline void Reduce(const char *api, const LocalTensor<T> &dst, const LocalTensor
 
 template <typename T>
 inline void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, const int32_t count) {
-    detail::Reduce("ReduceSum", dst, src, work, count, [](float a, float b) { return a + b; });
+    detail::Reduce("ReduceSum", dst, src, work, count, 1, [](float a, float b) { return a + b; });
 }
 template <typename T>
 inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, const int32_t count,
                       bool calIndex = false) {
     mdsl_emu::Require(!calIndex, "ReduceMax", "calIndex is not emulated");
-    detail::Reduce("ReduceMax", dst, src, work, count, [](float a, float b) { return detail::MaxOf(a, b); });
+    detail::Reduce("ReduceMax", dst, src, work, count, 2, [](float a, float b) { return detail::MaxOf(a, b); });
 }
 template <typename T>
 inline void ReduceMin(const LocalTensor<T> &dst, const LocalTensor<T> &src, const LocalTensor<T> &work, const int32_t count,
                       bool calIndex = false) {
     mdsl_emu::Require(!calIndex, "ReduceMin", "calIndex is not emulated");
-    detail::Reduce("ReduceMin", dst, src, work, count, [](float a, float b) { return detail::MinOf(a, b); });
+    detail::Reduce("ReduceMin", dst, src, work, count, 2, [](float a, float b) { return detail::MinOf(a, b); });
 }
 
 }  // namespace AscendC

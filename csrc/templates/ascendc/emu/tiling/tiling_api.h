@@ -8,7 +8,48 @@
 #include <cstdint>
 
 #include "kernel_tiling/kernel_tiling.h"
+#include "register/tilingdata_base.h"
 #include "tiling/platform/platform_ascendc.h"
+
+namespace optiling {
+/* the host view of TCubeTiling: private fields, set_/get_ accessors, the kernel's bytes */
+BEGIN_TILING_DATA_DEF(TCubeTiling)
+TILING_DATA_FIELD_DEF(int32_t, usedCoreNum);
+TILING_DATA_FIELD_DEF(int32_t, M);
+TILING_DATA_FIELD_DEF(int32_t, N);
+TILING_DATA_FIELD_DEF(int32_t, Ka);
+TILING_DATA_FIELD_DEF(int32_t, Kb);
+TILING_DATA_FIELD_DEF(int32_t, singleCoreM);
+TILING_DATA_FIELD_DEF(int32_t, singleCoreN);
+TILING_DATA_FIELD_DEF(int32_t, singleCoreK);
+TILING_DATA_FIELD_DEF(int32_t, baseM);
+TILING_DATA_FIELD_DEF(int32_t, baseN);
+TILING_DATA_FIELD_DEF(int32_t, baseK);
+TILING_DATA_FIELD_DEF(int32_t, depthA1);
+TILING_DATA_FIELD_DEF(int32_t, depthB1);
+TILING_DATA_FIELD_DEF(int32_t, stepM);
+TILING_DATA_FIELD_DEF(int32_t, stepN);
+TILING_DATA_FIELD_DEF(int32_t, stepKa);
+TILING_DATA_FIELD_DEF(int32_t, stepKb);
+TILING_DATA_FIELD_DEF(int32_t, isBias);
+TILING_DATA_FIELD_DEF(int32_t, transLength);
+TILING_DATA_FIELD_DEF(int32_t, iterateOrder);
+TILING_DATA_FIELD_DEF(int32_t, shareMode);
+TILING_DATA_FIELD_DEF(int32_t, shareL1Size);
+TILING_DATA_FIELD_DEF(int32_t, shareL0CSize);
+TILING_DATA_FIELD_DEF(int32_t, shareUbSize);
+TILING_DATA_FIELD_DEF(int32_t, batchM);
+TILING_DATA_FIELD_DEF(int32_t, batchN);
+TILING_DATA_FIELD_DEF(int32_t, singleBatchM);
+TILING_DATA_FIELD_DEF(int32_t, singleBatchN);
+TILING_DATA_FIELD_DEF(int32_t, dbL0A);
+TILING_DATA_FIELD_DEF(int32_t, dbL0B);
+TILING_DATA_FIELD_DEF(int32_t, dbL0C);
+TILING_DATA_FIELD_DEF(int32_t, reserved);
+END_TILING_DATA_DEF;
+}  // namespace optiling
+
+static_assert(sizeof(optiling::TCubeTiling) == sizeof(::TCubeTiling), "host and kernel TCubeTiling differ");
 
 namespace matmul_tiling {
 
@@ -40,24 +81,41 @@ public:
     int32_t SetBias(bool isBias = false) { bias_ = isBias; return 0; }
     int32_t SetBufferSpace(int32_t = -1, int32_t = -1, int32_t = -1, int32_t = -1) { return 0; }
 
-    int64_t GetTiling(TCubeTiling &t) {
+    int64_t GetTiling(optiling::TCubeTiling &t) {
         if (m_ <= 0 || n_ <= 0 || k_ <= 0) return -1;
         const int32_t M = orgM_ > 0 ? orgM_ : m_, N = orgN_ > 0 ? orgN_ : n_, K = orgK_ > 0 ? orgK_ : k_;
         const int32_t mDim = std::min(dim_, Ceil(m_, 16));
         const int32_t nDim = std::max(1, std::min(dim_ / mDim, Ceil(n_, 16)));
-        t.M = M;
-        t.N = N;
-        t.Ka = t.Kb = K;
-        t.singleCoreM = Split(m_, mDim);
-        t.singleCoreN = Split(n_, nDim);
-        t.singleCoreK = k_;
-        t.usedCoreNum = Ceil(m_, t.singleCoreM) * Ceil(n_, t.singleCoreN);
-        t.baseM = std::min(128, Align(t.singleCoreM, 16));
-        t.baseN = std::min(256, Align(t.singleCoreN, 16));
-        const int32_t l0a = 64 * 1024 / (t.baseM * SizeOf(a_)), l0b = 64 * 1024 / (t.baseN * SizeOf(b_));
-        t.baseK = std::max(16, std::min({Align(k_, 16), l0a / 16 * 16, l0b / 16 * 16}));
-        t.isBias = bias_ ? 1 : 0;
-        t.iterateOrder = 0;
+        const int32_t singleM = Split(m_, mDim), singleN = Split(n_, nDim);
+        const int32_t baseM = std::min(128, Align(singleM, 16)), baseN = std::min(256, Align(singleN, 16));
+        const int32_t l0a = 64 * 1024 / (baseM * SizeOf(a_)), l0b = 64 * 1024 / (baseN * SizeOf(b_));
+        t.set_M(M);
+        t.set_N(N);
+        t.set_Ka(K);
+        t.set_Kb(K);
+        t.set_singleCoreM(singleM);
+        t.set_singleCoreN(singleN);
+        t.set_singleCoreK(k_);
+        t.set_usedCoreNum(Ceil(m_, singleM) * Ceil(n_, singleN));
+        t.set_baseM(baseM);
+        t.set_baseN(baseN);
+        t.set_baseK(std::max(16, std::min({Align(k_, 16), l0a / 16 * 16, l0b / 16 * 16})));
+        t.set_depthA1(1);
+        t.set_depthB1(1);
+        t.set_stepM(1);
+        t.set_stepN(1);
+        t.set_stepKa(1);
+        t.set_stepKb(1);
+        t.set_isBias(bias_ ? 1 : 0);
+        t.set_transLength(baseM * baseN * SizeOf(c_));
+        t.set_iterateOrder(0);
+        t.set_batchM(1);
+        t.set_batchN(1);
+        t.set_singleBatchM(1);
+        t.set_singleBatchN(1);
+        t.set_dbL0A(2);
+        t.set_dbL0B(2);
+        t.set_dbL0C(1);
         return 0;
     }
 
@@ -76,4 +134,19 @@ private:
 
 using MatmulApiTiling = MultiCoreMatmulTiling;
 
+struct SysTilingTempBufSize {
+    int32_t ubSize = 0;
+    int32_t l1Size = 0;
+    int32_t l0cSize = 0;
+};
+
 }  // namespace matmul_tiling
+
+/* the UB the Matmul API needs to move C to GM through UB (SetLocalWorkspace): one base block */
+inline int32_t MultiCoreMatmulGetTmpBufSize(optiling::TCubeTiling &tiling, matmul_tiling::SysTilingTempBufSize &bufSize) {
+    if (tiling.get_transLength() <= 0) return -1;
+    bufSize.ubSize = tiling.get_transLength();
+    bufSize.l1Size = 0;
+    bufSize.l0cSize = 0;
+    return 0;
+}

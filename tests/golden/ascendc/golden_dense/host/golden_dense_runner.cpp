@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #ifndef ASCENDC_CPU_DEBUG
 #include "acl/acl.h"
@@ -35,19 +36,23 @@ size_t mdsl_golden_dense_arena_bytes(void) { return 0; }
 
 size_t mdsl_golden_dense_workspace_bytes(void)
 {
-    const size_t system = platform_ascendc::PlatformAscendCManager::GetInstance()->GetLibApiWorkSpaceSize();
+    const platform_ascendc::PlatformAscendC *platform = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (platform == nullptr) {
+        return 0;  // no platform information: the run's tiling fails too
+    }
+    const size_t system = platform->GetLibApiWorkSpaceSize();
     return system + 0;
 }
 
 size_t mdsl_golden_dense_tiling_bytes(void)
 {
     size_t total = 0;
-    total += (sizeof(optiling::K1GemmReluTilingData) + 31) / 32 * 32;
+    total += (optiling::K1GemmReluTilingData().GetDataSize() + 31) / 32 * 32;
     return total;
 }
 
-/* 0 on success; -(step + 1) when a kernel's tiling does not fit this device; step + 1
- * when a host fallback fails */
+/* 0 on success; -(step + 1) when a kernel's tiling does not fit this device (-1 also
+ * when there is no platform information); step + 1 when a host fallback fails */
 int mdsl_golden_dense_run(void *const *inputs, void *const *outputs, const void *const *consts, uint8_t *arena,
                      uint8_t *workspace, uint8_t *tilingDevice, void *stream, mdsl_host_fallback_t fallback)
 {
@@ -56,20 +61,24 @@ int mdsl_golden_dense_run(void *const *inputs, void *const *outputs, const void 
     uint8_t *c1 = (uint8_t *)consts[1];  /* b: float32 x 12 */
     uint8_t *out0 = (uint8_t *)outputs[0];  /* Relu: float32 x 108 */
     (void)inputs; (void)outputs; (void)consts; (void)arena; (void)fallback;
+    const platform_ascendc::PlatformAscendC *platform = platform_ascendc::PlatformAscendCManager::GetInstance();
+    if (platform == nullptr) {
+        return -1;  // no device platform information (driver or SoC not found)
+    }
     size_t tilingOffset = 0;
 
     /* step 0: k1_gemm_relu (cube + vector) */
     {
         optiling::K1GemmReluTilingData tiling;
-        const uint32_t blockDim = optiling::Tiling_k1_gemm_relu(tiling);
+        const uint32_t blockDim = optiling::Tiling_k1_gemm_relu(*platform, tiling);
         if (blockDim == 0) {
             return -1;
         }
-        uint8_t staged[sizeof(tiling)];
-        tiling.SaveToBuffer(staged, sizeof(staged));
+        std::vector<uint8_t> staged(tiling.GetDataSize());
+        tiling.SaveToBuffer(staged.data(), staged.size());
         uint8_t *tilingSlot = tilingDevice + tilingOffset;
-        MDSL_COPY_TO_DEVICE(tilingSlot, staged, tiling.GetDataSize());
-        tilingOffset += (sizeof(tiling) + 31) / 32 * 32;
+        MDSL_COPY_TO_DEVICE(tilingSlot, staged.data(), staged.size());
+        tilingOffset += (staged.size() + 31) / 32 * 32;
         k1_gemm_relu_do(blockDim, nullptr, stream, in0, c0, c1, out0, workspace, tilingSlot);
     }
     MDSL_SYNC(stream);

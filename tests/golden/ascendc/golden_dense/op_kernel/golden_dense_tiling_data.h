@@ -18,6 +18,7 @@ struct K1GemmReluTilingData {
     uint32_t unitsPerBlock;
     uint32_t unitsRemainder;
     uint32_t tileLength;
+    uint32_t localWorkspace;
 };
 
 #endif  // MDSL_GOLDEN_DENSE_TILING_DATA_H

@@ -32,13 +32,14 @@ public:
         pipe_.InitBuffer(outQueue_st0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
     }
 
-    /* units of work: (batch, block of M, block of N); each block's result goes through
-     * the cube unit (IterateAll) and then, row by row, through the epilogue */
+    /* units of work: (batch, block of M, block of N), spread over the vector blocks (in MIX
+     * mode two per cube core); each block's result goes through the cube unit (IterateAll)
+     * and then, row by row, through the epilogue */
     __aicore__ inline void Process()
     {
         const TCubeTiling &cube = tiling_.cubeTiling;
         const uint32_t perBatch = tiling_.mBlocks * tiling_.nBlocks;
-        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder);
+        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder, tiling_.blockDim);
         for (uint32_t unit = range.first; unit < range.first + range.count; ++unit) {
             const uint32_t batch = unit / perBatch;
             const uint32_t mBlock = unit % perBatch % tiling_.mBlocks;
@@ -136,8 +137,9 @@ private:
 
 extern "C" __global__ __aicore__ void k1_gemm_relu(GM_ADDR in0, GM_ADDR c0, GM_ADDR c1, GM_ADDR out0, GM_ADDR workspace, GM_ADDR tiling)
 {
-    GET_TILING_DATA_WITH_STRUCT(K1GemmReluTilingData, tilingData, tiling);
-    SetSysWorkspace(workspace);
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    K1GemmReluTilingData tilingData;
+    MdslCopyTiling(&tilingData, tiling);
     KernelK1GemmRelu op;
     REGIST_MATMUL_OBJ(&op.pipe_, GetSysWorkSpacePtr(), op.mm, &tilingData.cubeTiling);
     op.Init(in0, c0, c1, out0, workspace, tilingData);
@@ -156,6 +158,7 @@ void k1_gemm_relu_do(uint32_t blockDim, void *l2ctrl, void *stream, uint8_t *in0
 {
     (void)l2ctrl;
     (void)stream;
+    AscendC::SetKernelMode(KernelMode::MIX_MODE);
     ICPU_RUN_KF(k1_gemm_relu, blockDim, in0, c0, c1, out0, workspace, tiling);
 }
 #endif

@@ -27,7 +27,7 @@ public:
 
     __aicore__ inline void Process()
     {
-        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder);
+        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder, tiling_.blockDim);
         for (uint32_t unit = range.first; unit < range.first + range.count; ++unit) {
             const uint32_t tile = unit % tiling_.tilesPerRow;
             const uint32_t len = tile + 1 == tiling_.tilesPerRow ? tiling_.tailLength : tiling_.tileLength;
@@ -104,7 +104,8 @@ private:
 
 extern "C" __global__ __aicore__ void k4_add_silu(GM_ADDR in0, GM_ADDR in1, GM_ADDR out0, GM_ADDR workspace, GM_ADDR tiling)
 {
-    GET_TILING_DATA_WITH_STRUCT(K4AddSiluTilingData, tilingData, tiling);
+    K4AddSiluTilingData tilingData;
+    MdslCopyTiling(&tilingData, tiling);
     KernelK4AddSilu op;
     op.Init(in0, in1, out0, tilingData);
     op.Process();
@@ -123,6 +124,7 @@ void k4_add_silu_do(uint32_t blockDim, void *l2ctrl, void *stream, uint8_t *in0,
 {
     (void)l2ctrl;
     (void)stream;
+    AscendC::SetKernelMode(KernelMode::AIV_MODE);
     ICPU_RUN_KF(k4_add_silu, blockDim, in0, in1, out0, workspace, tiling);
 }
 #endif

@@ -5,6 +5,9 @@
 #define MDSL_KERNEL_COMMON_H
 
 #include "kernel_operator.h"
+#ifdef ASCENDC_CPU_DEBUG
+#include "tikicpulib.h"  // ICPU_RUN_KF, SetKernelMode: CANN's CPU debug build
+#endif
 
 using namespace AscendC;
 
@@ -17,19 +20,33 @@ __aicore__ inline float MdslAbs(float x) { return x < 0.0f ? -x : x; }
 __aicore__ inline float MdslMax(float a, float b) { return (a > b || a != a) ? a : b; }
 __aicore__ inline float MdslMin(float a, float b) { return (a < b || a != a) ? a : b; }
 
-/* the work units [first, first + count) of this block: units spread evenly, the first
- * `remainder` blocks take one more */
+/* the tiling struct from global memory, word by word (kernel-launch projects pass it as a
+ * GM address; the struct is a whole number of 32-bit words) */
+template <typename T>
+__aicore__ inline void MdslCopyTiling(T *dst, GM_ADDR src)
+{
+    static_assert(sizeof(T) % sizeof(uint32_t) == 0, "tiling structs hold 32-bit fields");
+    uint32_t *words = reinterpret_cast<uint32_t *>(dst);
+    const __gm__ uint32_t *from = reinterpret_cast<const __gm__ uint32_t *>(src);
+    for (uint32_t i = 0; i < sizeof(T) / sizeof(uint32_t); ++i) {
+        words[i] = from[i];
+    }
+}
+
+/* the work units [first, first + count) of this block: units spread evenly over `blocks`
+ * blocks, the first `remainder` take one more; blocks past `blocks` get none (in MIX mode
+ * the vector cores' GetBlockIdx() covers [0, 2 * blockDim), more than the units need) */
 struct MdslRange {
     uint32_t first;
     uint32_t count;
 };
 
-__aicore__ inline MdslRange MdslBlockRange(uint32_t perBlock, uint32_t remainder)
+__aicore__ inline MdslRange MdslBlockRange(uint32_t perBlock, uint32_t remainder, uint32_t blocks)
 {
     const uint32_t block = static_cast<uint32_t>(GetBlockIdx());
     MdslRange range;
     range.first = block * perBlock + (block < remainder ? block : remainder);
-    range.count = perBlock + (block < remainder ? 1 : 0);
+    range.count = block < blocks ? perBlock + (block < remainder ? 1 : 0) : 0;
     return range;
 }
 
@@ -76,12 +93,16 @@ __aicore__ inline void MdslGather(const LocalTensor<T> &dst, const GlobalTensor<
     }
 }
 
+/* scalar stores go through the core's data cache: write it back before the kernel ends
+ * (the planner runs kernels with scattered stores on one block, so no two cores write
+ * into one 64-byte cache line) */
 template <typename T>
-__aicore__ inline void MdslScatter(const GlobalTensor<T> &dst, const LocalTensor<T> &src, uint32_t len, int64_t stride)
+__aicore__ inline void MdslScatter(GlobalTensor<T> dst, const LocalTensor<T> &src, uint32_t len, int64_t stride)
 {
     for (uint32_t i = 0; i < len; ++i) {
         dst.SetValue(static_cast<uint64_t>(i * stride), src.GetValue(i));
     }
+    DataCacheCleanAndInvalid<T, CacheLine::ENTIRE_DATA_CACHE>(dst);
 }
 
 #endif  // MDSL_KERNEL_COMMON_H

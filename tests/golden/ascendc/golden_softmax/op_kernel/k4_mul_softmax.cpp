@@ -20,12 +20,12 @@ public:
         pipe_.InitBuffer(inQueue_ld0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
         pipe_.InitBuffer(outQueue_st0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
         pipe_.InitBuffer(redBuf_, 32);
-        pipe_.InitBuffer(workBuf_, MdslAlignUp((tiling_.tileLength + 63) / 64, 8) * sizeof(float));
+        pipe_.InitBuffer(workBuf_, MdslAlignUp((tiling_.tileLength + 63) / 64 * 2, 8) * sizeof(float));
     }
 
     __aicore__ inline void Process()
     {
-        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder);
+        const MdslRange range = MdslBlockRange(tiling_.unitsPerBlock, tiling_.unitsRemainder, tiling_.blockDim);
         for (uint32_t row = range.first; row < range.first + range.count; ++row) {
             ProcessRow(row);
         }
@@ -163,7 +163,8 @@ private:
 
 extern "C" __global__ __aicore__ void k4_mul_softmax(GM_ADDR in0, GM_ADDR out0, GM_ADDR workspace, GM_ADDR tiling)
 {
-    GET_TILING_DATA_WITH_STRUCT(K4MulSoftmaxTilingData, tilingData, tiling);
+    K4MulSoftmaxTilingData tilingData;
+    MdslCopyTiling(&tilingData, tiling);
     KernelK4MulSoftmax op;
     op.Init(in0, out0, tilingData);
     op.Process();
@@ -182,6 +183,7 @@ void k4_mul_softmax_do(uint32_t blockDim, void *l2ctrl, void *stream, uint8_t *i
 {
     (void)l2ctrl;
     (void)stream;
+    AscendC::SetKernelMode(KernelMode::AIV_MODE);
     ICPU_RUN_KF(k4_mul_softmax, blockDim, in0, out0, workspace, tiling);
 }
 #endif

@@ -1,0 +1,34 @@
+"""Weights packed at plan time: the layouts the C kernels read, element by element."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mdsl.codegen.packing import CONV_PANEL, PANEL, pack_conv_panels, pack_panels
+
+
+@pytest.mark.parametrize("n", [1, 7, PANEL, PANEL + 9, 3 * PANEL])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_gemm_panels_hold_each_column_block_row_by_row_zero_padded(n, order):
+    b = np.asarray(np.random.default_rng(n).normal(size=(5, n)), np.float32, order=order)
+    packed = pack_panels(b)
+    panels = -(-n // PANEL)
+    assert packed.shape == (panels * 5 * PANEL,)
+    for k in range(5):
+        for j in range(panels * PANEL):
+            want = b[k, j] if j < n else 0.0
+            assert packed[((j // PANEL) * 5 + k) * PANEL + j % PANEL] == want
+
+
+@pytest.mark.parametrize("cout", [1, CONV_PANEL, CONV_PANEL + 5])
+def test_conv_panels_hold_each_tap_channel_block_zero_padded(cout):
+    w = np.random.default_rng(cout).normal(size=(cout, 3, 2, 2)).astype(np.float32)
+    packed = pack_conv_panels(w)
+    kdim, panels = 3 * 2 * 2, -(-cout // CONV_PANEL)
+    assert packed.shape == (panels * kdim * CONV_PANEL,)
+    flat = w.reshape(cout, kdim)
+    for co in range(panels * CONV_PANEL):
+        for k in range(kdim):
+            want = flat[co, k] if co < cout else 0.0
+            assert packed[((co // CONV_PANEL) * kdim + k) * CONV_PANEL + co % CONV_PANEL] == want

@@ -4,6 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
+STAMP_BENCH := $(VENV)/.stamp-bench
 
 .PHONY: demo test bench lint format clean venv graphviz chromium
 
@@ -45,8 +46,13 @@ chromium:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
 	  echo "warning: chromium is missing and could not be installed; browser tests skip"
 
-bench: $(STAMP_TEST)
+$(STAMP_BENCH): pyproject.toml $(STAMP_TEST)
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	@touch $@
+
+bench: $(STAMP_BENCH)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/exported.py
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .

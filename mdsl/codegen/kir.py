@@ -271,7 +271,27 @@ class CustomCall:
     attrs: tuple[float, ...]
 
 
-Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback | CustomCall
+@dataclass(slots=True)
+class Indexed:
+    """Data-dependent indexing, scans and selections with a fixed loop structure
+    (`mdsl.codegen.lower_indexing`): `op` names the form (gather, gather_elements,
+    scatter_elements, cumsum, topk, arg_reduce, index_map), `params` its static sizes.
+    Inputs and outputs are contiguous buffers of `dtypes` (inputs first); `error` is
+    what a run stopped by a bad index reports."""
+
+    KIND: ClassVar[str] = "indexing"
+
+    name: str
+    nodes: list[NodeRef]
+    op: str
+    inputs: list[str]
+    outputs: list[str]
+    dtypes: list[DType]
+    params: dict
+    error: str | None = None
+
+
+Kernel = Pointwise | Rowwise | Gemm | Conv | Pool | Callback | CustomCall | Indexed
 
 
 # -- control flow ---------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class Context:
         self.buffer_of = buffer_of  # Tensor -> buffer name
         self.scratch = scratch  # (elements, dtype) -> buffer name
         self.callback = callback  # Node -> callback index
+        self.indexed = False  # whether the target renders kir.Indexed kernels
         # (numpy array, dtype) -> name of a new constant buffer; None: the target takes
         # only the graph's own constants (weights are then never repacked at plan time)
         self.derived_constant = derived_constant

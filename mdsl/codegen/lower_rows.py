@@ -4,7 +4,9 @@ The iteration space of a reduction group is its full shape with the kept axes mo
 outside and the reduced axes inside: for each outer index, the kernel runs phases over
 one row. A full-shape value is an expression evaluated per row element (recomputed in
 each phase that needs it rather than stored, as Inductor does); a reduced value is a
-scalar per row. Softmax is then `m = max(x); s = sum(exp(x - m)); y = exp(x - m) / s`.
+scalar per row. Softmax is then `m = max(x); s = sum(exp(x - m)); y = exp(x - m) / s`,
+the two `exp(x - m)` one expression node: the C target stores it in the output row in
+the sum phase and scales it in place (`mdsl.targets.c.render._stash_row_values`).
 """
 
 from __future__ import annotations
@@ -199,11 +201,12 @@ def _softmax(log: bool):
         x = prog.vector(node.inputs[0])
         dt = node.outputs[0].dtype
         m = prog.reduce("max", x, dt)
-        s = prog.reduce("sum", E.exp(x - m), dt)
+        e = E.exp(x - m)  # one node in both phases: a target may store it and read it back
+        s = prog.reduce("sum", e, dt)
         if log:
             return x - (m + E.log(s))
         inv = prog.let(1.0 / s, dt)
-        return E.exp(x - m) * inv
+        return e * inv
 
     return rule
 

@@ -50,6 +50,7 @@ from mdsl.codegen.lower import (
 )
 from mdsl.codegen.lower_custom import c_binding, lower_custom_call
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
+from mdsl.codegen.lower_indexing import lower_indexing
 from mdsl.codegen.lower_rows import lower_rows
 from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
 from mdsl.codegen.strided_operands import read_in_place
@@ -230,7 +231,12 @@ class _Group:
 
 
 def build_plan(
-    g: Graph, *, c_bindings: bool = False, control_flow: bool = False, symbolic: bool = False
+    g: Graph,
+    *,
+    c_bindings: bool = False,
+    control_flow: bool = False,
+    symbolic: bool = False,
+    indexed: bool = False,
 ) -> Plan:
     """Plan a graph (fusion groups read from the nodes).
 
@@ -238,13 +244,16 @@ def build_plan(
     a call of that function, which wins over every generated form of the op. With
     `control_flow`, If/Case/While nodes become `kir.Branch`/`kir.Loop` kernels holding
     their planned subgraphs (else Python callbacks). With `symbolic`, shapes may hold
-    symbolic dims (see the module doc); else every shape must be static."""
+    symbolic dims (see the module doc); else every shape must be static. With `indexed`
+    (a target rendering `kir.Indexed`), gathers, scatters, scans, TopK, arg reductions
+    and Pad become kernels (`mdsl.codegen.lower_indexing`) instead of callbacks."""
     if symbolic:
         _check_bound(g, control_flow)
     else:
         _check_static(g)
     plan = Plan(g)
     builder = _PlanBuilder(plan, c_bindings, control_flow)
+    builder.ctx.indexed = indexed
     builder.assign_io_buffers()
     plan.kernels.extend(builder.lower_graph(g))
     builder.copy_aliased_outputs()
@@ -589,6 +598,8 @@ def _lower_whole(ctx: Context, group: _Group) -> list:
         raise Unsupported("tensors stored in a non-origin layout")
     if group.kind == "pointwise":
         return [lower_pointwise(ctx, nodes, outs)]
+    if len(nodes) == 1 and nodes[0].op_type in ("ArgMax", "ArgMin"):
+        return lower_indexing(ctx, nodes[0], ctx.indexed)
     if group.kind == "reduction":
         return [lower_rows(ctx, nodes, outs)]
     if group.kind == "extern_epilogue":
@@ -605,6 +616,8 @@ def _lower_whole(ctx: Context, group: _Group) -> list:
         return lower_movement(ctx, node)
     if len(nodes) == 1 and outs and expr_binding(node.op_type) is not None:
         return [lower_pointwise(ctx, nodes, outs)]  # e.g. a user op declared opaque
+    if len(nodes) == 1:
+        return lower_indexing(ctx, node, ctx.indexed)
     raise Unsupported(f"no generated form for {_ops(nodes)}")
 
 
@@ -636,7 +649,7 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         return reads, writes
     if isinstance(k, kir.Pool):
         return {k.x}, {k.out}
-    if isinstance(k, (kir.Callback, kir.CustomCall)):
+    if isinstance(k, (kir.Callback, kir.CustomCall, kir.Indexed)):
         return {b for b in k.inputs if b}, set(k.outputs)
     if isinstance(k, kir.Branch | kir.Loop):
         return set(k.reads), set(k.outputs)

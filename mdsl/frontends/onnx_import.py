@@ -27,13 +27,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from mdsl.frontends import onnx_rules
+from mdsl.frontends.onnx_functions import expand_function_ops
 from mdsl.frontends.onnx_ops import (
     ANY,
     MAPPINGS,
@@ -45,6 +45,7 @@ from mdsl.frontends.onnx_ops import (
     onnx_type_name,
 )
 from mdsl.frontends.onnx_values import (
+    EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
     attr_from_array,
     attr_value,
@@ -66,8 +67,13 @@ _RANDOM_OPS = frozenset(
 )
 
 
-def load(model, *, name: str | None = None) -> Graph:
+def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
     """Import an ONNX model (a path, serialized bytes or a `onnx.ModelProto`) as a Graph.
+
+    `custom_ops` maps a custom domain's op types to mdsl ops declared with
+    `@mdsl.op_proto` (the builder, or its op type name):
+    `load(path, custom_ops={"com.acme": {"FancyOp": fancy_op}})`; a node of such an op
+    passes its inputs in order and its attributes as attrs.
 
     >>> import onnx, onnx.helper as oh, mdsl
     >>> node = oh.make_node("Relu", ["x"], ["y"], name="/block/act/Relu")
@@ -79,7 +85,7 @@ def load(model, *, name: str | None = None) -> Graph:
     (['x', 'block/act/Relu', 'Output_y'], (Dim('N'), 4))
     """
     proto, label = read_model(model)
-    return import_model(proto, name=name, label=label)
+    return import_model(proto, name=name, label=label, custom_ops=custom_ops)
 
 
 def read_model(model):
@@ -99,22 +105,62 @@ def read_model(model):
         if not os.path.isfile(path):
             raise GraphError(f"no ONNX file at {path!r}")
         try:
-            return onnx.load(path), os.path.basename(path)
+            proto = onnx.load(path, load_external_data=False)
         except (DecodeError, ValueError, RuntimeError, OSError) as e:
             raise GraphError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
+        load_external_data(proto, path)
+        return proto, os.path.basename(path)
     raise GraphError(
         f"load() takes a path, bytes or an onnx.ModelProto, got {type(model).__name__}"
     )
 
 
-def import_model(proto, *, name: str | None = None, label: str = "model") -> Graph:
+def load_external_data(proto, path: str) -> None:
+    """Read the tensors `proto` keeps in external files, only from the directory of the
+    model at `path`: a location resolving outside it is a GraphError."""
+    from onnx import external_data_helper
+
+    base = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    external = [
+        t
+        for t in external_data_helper._get_all_tensors(proto)
+        if external_data_helper.uses_external_data(t)
+    ]
+    for tensor in external:
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        target = os.path.realpath(os.path.join(base, location))
+        if not location or os.path.isabs(location) or os.path.commonpath([base, target]) != base:
+            raise GraphError(
+                f"{path}: tensor {tensor.name!r} keeps its data at {location!r}, outside the "
+                "model's directory; external data is only read from next to the model"
+            )
+        if not os.path.isfile(target):
+            raise GraphError(
+                f"{path}: tensor {tensor.name!r}: external data {location!r} is missing"
+            )
+    if external:
+        try:
+            external_data_helper.load_external_data_for_model(proto, base)
+        except (ValueError, OSError) as e:
+            raise GraphError(
+                f"{path}: unreadable external data ({type(e).__name__}: {e})"
+            ) from None
+
+
+def import_model(
+    proto, *, name: str | None = None, label: str = "model", custom_ops: dict | None = None
+) -> Graph:
     """Import a ModelProto; every failure is an MdslError (see `load`)."""
     try:
+        custom = custom_op_table(custom_ops)
         proto = _inline_functions(proto)
+        proto = upgrade_old_opset(proto, label)
         opset = _check_opset(proto)
+        proto = expand_function_ops(proto, opset[""], keep=has_import_rule)
         nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
-        _preflight(proto, nodes, opset)
-        importer = _Importer(proto, nodes, label, opsets=opset)
+        _preflight(proto, nodes, opset, custom)
+        importer = _Importer(proto, nodes, label, opsets=opset, custom_ops=custom)
         return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
@@ -205,50 +251,126 @@ def _check_opset(proto) -> dict[str, int]:
     if not OLDEST_OPSET <= opsets[""] <= newest:
         raise GraphError(
             f"ONNX opset {opsets['']} is outside what mdsl imports ({OLDEST_OPSET} to "
-            f"{newest}); convert the model with onnx.version_converter first"
+            f"{newest}); this onnx package is too old for it"
         )
     return opsets
 
 
-def is_supported(node: OnnxNode) -> bool:
-    """Whether the importer has a rule or a mapping for this node's op."""
+def has_import_rule(op_type: str) -> bool:
+    """Whether the importer has a rule or a table mapping for ONNX op `op_type`."""
+    return op_type in onnx_rules.RULES or op_type in MAPPINGS
+
+
+def is_supported(node: OnnxNode, custom: dict | None = None) -> bool:
+    """Whether the importer has a rule, a mapping or a user op for this node's op."""
     if node.op_type == "Constant" and node.is_onnx:
         return True
     if node.domain == MDSL_DOMAIN:
         return has_op(node.op_type)
+    if custom and node.op_type in custom.get(node.domain, {}):
+        return True
     if not node.is_onnx:
         return False
-    return node.op_type in onnx_rules.RULES or node.op_type in MAPPINGS
+    return has_import_rule(node.op_type)
 
 
-def _preflight(proto, nodes: list[OnnxNode], opsets) -> None:
-    """One GraphError naming every unsupported op type (with counts) and dtype, in the
-    graph and in its subgraphs (If branches, Loop bodies)."""
-    unsupported: Counter = Counter()
-    _count_unsupported(nodes, {i.name for i in proto.graph.initializer}, opsets, unsupported)
+def custom_op_table(custom_ops: dict | None) -> dict[str, dict[str, str]]:
+    """`custom_ops` as domain -> ONNX op type -> mdsl op type (GraphError for ops that
+    are not registered)."""
+    table: dict[str, dict[str, str]] = {}
+    if custom_ops is None:
+        return table
+    if not isinstance(custom_ops, dict):
+        raise GraphError(f"custom_ops must map domains to {{op: mdsl op}}, got {custom_ops!r:.60}")
+    for domain, ops in custom_ops.items():
+        if not isinstance(domain, str) or not isinstance(ops, dict):
+            raise GraphError(f"custom_ops[{domain!r}] must map op types to mdsl ops")
+        for onnx_op, op in ops.items():
+            op_type = op if isinstance(op, str) else getattr(op, "op_type", None)
+            if not isinstance(op_type, str) or not has_op(op_type):
+                raise GraphError(
+                    f"custom_ops[{domain!r}][{onnx_op!r}] = {op!r:.60} is not an mdsl op; "
+                    "declare it with @mdsl.op_proto and pass the builder"
+                )
+            table.setdefault(domain, {})[str(onnx_op)] = op_type
+    return table
+
+
+def upgrade_old_opset(proto, label: str):
+    """A model older than opset 9, converted with onnx.version_converter (with a
+    warning); GraphError when the converter cannot."""
+    import warnings
+
+    from onnx import version_converter
+
+    version = next((int(o.version) for o in proto.opset_import if o.domain in ONNX_DOMAINS), None)
+    if version is None or version >= OLDEST_OPSET:
+        return proto
+    try:
+        upgraded = version_converter.convert_version(proto, OLDEST_OPSET)
+    except Exception as e:  # the converter reports in its own exception types
+        raise GraphError(
+            f"{label}: ONNX opset {version} is older than {OLDEST_OPSET} and "
+            f"onnx.version_converter cannot upgrade it ({_short(str(e))})"
+        ) from None
+    warnings.warn(
+        f"{label}: ONNX opset {version} upgraded to opset {OLDEST_OPSET} with "
+        "onnx.version_converter before import",
+        UserWarning,
+        stacklevel=3,
+    )
+    return upgraded
+
+
+_NAMED_NODES = 3  # an unsupported-op error names this many nodes of each op type
+
+
+def _preflight(proto, nodes: list[OnnxNode], opsets, custom: dict) -> None:
+    """One GraphError naming every unsupported op type (with counts and the first few
+    nodes) and dtype, in the graph and in its subgraphs (If branches, Loop bodies)."""
+    unsupported: dict[str, list[str]] = {}
+    known = {i.name for i in proto.graph.initializer}
+    _collect_unsupported(nodes, known, opsets, custom, unsupported)
     problems = []
     if unsupported:
-        listed = ", ".join(f"{op} ({n})" for op, n in sorted(unsupported.items()))
-        problems.append(f"unsupported op types: {listed}")
+        problems.append("unsupported op types: " + "; ".join(
+            f"{op} ({len(names)}: {_first_names(names)})"
+            for op, names in sorted(unsupported.items())
+        ))  # fmt: skip
     bad_types = _unsupported_value_types(proto)
     if bad_types:
         problems.append(f"unsupported types: {', '.join(bad_types)}")
     if problems:
-        raise GraphError("cannot import the model: " + "; ".join(problems))
+        how = (
+            ". To add an op, declare it with @mdsl.op_proto (and register_op_impl for its "
+            "numpy reference), then load(path, custom_ops={domain: {op_type: builder}})"
+            if unsupported
+            else ""
+        )
+        raise GraphError("cannot import the model: " + "; ".join(problems) + how)
 
 
-def _count_unsupported(nodes: list[OnnxNode], compile_time: set, opsets, counts: Counter) -> None:
+def _first_names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMED_NODES])
+    return shown + (", ..." if len(names) > _NAMED_NODES else "")
+
+
+def _collect_unsupported(
+    nodes: list[OnnxNode], compile_time: set, opsets, custom: dict, found: dict
+) -> None:
     for node in nodes:
         if is_compile_time(node, compile_time):
             compile_time.update(o for o in node.outputs if o)
-        if not is_supported(node) and not (
+        if not is_supported(node, custom) and not (
             node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
         ):
-            counts[node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"] += 1
+            op = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
+            shown = repr(node.name) if node.name else f"unnamed -> {node.outputs[0]!r}"
+            found.setdefault(op, []).append(shown)
         for body in node.subgraphs():
             inner = [OnnxNode.of(n, opsets) for n in body.node]
             known = compile_time | {i.name for i in body.initializer}
-            _count_unsupported(inner, known, opsets, counts)
+            _collect_unsupported(inner, known, opsets, custom, found)
 
 
 def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
@@ -309,6 +431,7 @@ class _Importer:
     graph: Graph | None = None
     opsets: dict = field(default_factory=dict)
     _imported: dict[int, OnnxNode] = field(default_factory=dict)  # holds them: ids stay unique
+    custom_ops: dict = field(default_factory=dict)  # domain -> ONNX op -> mdsl op type
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
 
@@ -399,7 +522,16 @@ class _Importer:
         v = self._entry(name)
         if v.tensor is not None:
             return v.tensor
-        if v.producer is not None:
+        if v.producer is not None and not self._has_rule(v.producer):
+            # an op mdsl lacks, over import-time values: its evaluated value is the tensor
+            if self.value(name) is None:
+                raise GraphError(
+                    f"value {name!r}: {v.producer.describe()} is an op mdsl lacks and could "
+                    f"not be evaluated at import time (inputs all known; results above "
+                    f"{EVALUATION_SIZE_CAP} elements are not evaluated)"
+                )
+            v.tensor = self._const_node(name, v)
+        elif v.producer is not None:
             self.import_node(v.producer)
             if v.tensor is None:
                 raise GraphError(
@@ -408,6 +540,9 @@ class _Importer:
         else:
             v.tensor = self._const_node(name, v)
         return v.tensor
+
+    def _has_rule(self, node: OnnxNode) -> bool:
+        return node.op_type in ("Shape", "Size", "CastLike") or is_supported(node, self.custom_ops)
 
     def type_of(self, name: str) -> TensorType:
         v = self._entry(name)
@@ -472,6 +607,8 @@ class _Importer:
     def _run_rule(self, node: OnnxNode) -> list:
         if node.domain == MDSL_DOMAIN:
             return onnx_rules.import_mdsl_op(self, node)
+        if node.op_type in self.custom_ops.get(node.domain, {}):
+            return onnx_rules.import_mdsl_op(self, node, self.custom_ops[node.domain][node.op_type])
         rule = onnx_rules.RULES.get(node.op_type)
         if rule is not None:
             return rule(self, node)

@@ -74,15 +74,17 @@ def constant_value(node) -> np.ndarray:
     raise GraphError(f"Constant holds {kinds}; mdsl supports numeric tensors only")
 
 
-def import_mdsl_op(ctx, node) -> list:
-    """A node of the mdsl domain (written by mdsl's exporter): the registered op."""
+def import_mdsl_op(ctx, node, op_type: str | None = None) -> list:
+    """A node of the mdsl domain (written by mdsl's exporter), or of a custom domain the
+    user mapped to `op_type`: the registered op, inputs in order, attributes as attrs."""
     from mdsl.frontends.onnx_import import convert_attrs
 
-    opdef = get_op(node.op_type)
+    op_type = op_type or node.op_type
+    opdef = get_op(op_type)
     attrs = convert_attrs(node, opdef, None)
     inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs))]
     with ctx.scope_of(node) as leaf:
-        return ctx.emit(node.op_type, inputs, attrs, name=leaf)
+        return ctx.emit(op_type, inputs, attrs, name=leaf)
 
 
 def _mapped(ctx, node, attrs: dict, inputs: list, op_type: str | None = None) -> list:

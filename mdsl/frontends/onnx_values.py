@@ -117,9 +117,20 @@ def normalized(array: np.ndarray) -> np.ndarray:
     return array
 
 
+EVALUATION_SIZE_CAP = 1 << 24  # elements: a larger result stays a run-time node
+
+
 def evaluate_node(node, args: list) -> list[np.ndarray] | None:
     """The outputs of `node` over compile-time `args`, or None if they cannot be
-    computed now (the node then runs at run time)."""
+    computed now (the node then runs at run time) or are larger than
+    EVALUATION_SIZE_CAP elements. Every import-time evaluation goes through here."""
+    results = _evaluate(node, args)
+    if results is not None and any(r.size > EVALUATION_SIZE_CAP for r in results):
+        return None
+    return results
+
+
+def _evaluate(node, args: list) -> list[np.ndarray] | None:
     if any(a is not None and a.dtype == object for a in args):
         rule = _SYMBOLIC.get(node.op_type)
         if rule is None:

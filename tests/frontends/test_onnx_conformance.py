@@ -36,8 +36,14 @@ def _documented() -> str:
 
 def test_at_least_90_percent_of_supported_cases_pass(results):
     s = summarize(results)
-    assert s["supported"] > 900  # the table covers most of ONNX's common ops
+    assert s["supported"] > 1300  # common ops, function ops expanded, old opsets upgraded
     assert s["rate"] >= 0.90, s
+
+
+def test_the_pass_rate_over_all_cases_does_not_fall(results):
+    s = summarize(results)
+    assert s["cases"] > 1800  # every case ONNX ships: the full denominator
+    assert s["passed"] / s["cases"] >= 0.64, s  # issue 17's target is 85%
 
 
 def test_every_failure_is_documented_with_its_reason(results):

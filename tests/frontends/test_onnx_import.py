@@ -245,17 +245,26 @@ def test_used_maxpool_indices_are_refused():
 
 
 # -- errors ------------------------------------------------------------------------------------
-def test_unsupported_ops_are_listed_together_with_counts():
-    nodes = [
-        helper.make_node("MaxUnpool", ["x", "w"], ["a"], kernel_shape=[1, 1]),
-        helper.make_node("MaxUnpool", ["a", "w"], ["b"], kernel_shape=[1, 1]),
-        helper.make_node("LpPool", ["b"], ["c"], kernel_shape=[1, 1]),
+def test_unsupported_ops_are_listed_with_counts_their_first_nodes_and_how_to_add_one():
+    nodes = [helper.make_node("Foo", ["x"], ["a0"], name="foo0", domain="my.ops")]
+    nodes += [
+        helper.make_node("Foo", [f"a{k}"], [f"a{k + 1}"], name=f"foo{k + 1}", domain="my.ops")
+        for k in range(4)
+    ]
+    nodes += [
+        helper.make_node("Bar", ["a4"], ["c"], domain="my.ops"),
         helper.make_node("Relu", ["c"], ["y"]),
     ]
-    m = model(nodes, [value("x", [1, 1, 4, 4]), value("w", [1, 1, 1, 1])], [value("y", None)])
+    m = model(nodes, [value("x", [1, 1, 4, 4])], [value("y", None)])
+    m.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(mdsl.GraphError) as info:
         mo.load(m)
-    assert "unsupported op types: LpPool (1), MaxUnpool (2)" in str(info.value)
+    message = str(info.value)
+    assert (
+        "unsupported op types: my.ops.Bar (1: unnamed -> 'c'); "
+        "my.ops.Foo (5: 'foo0', 'foo1', 'foo2', ...)"
+    ) in message
+    assert "@mdsl.op_proto" in message and "custom_ops=" in message
 
 
 def test_unsupported_types_and_domains_are_listed():
@@ -265,7 +274,7 @@ def test_unsupported_types_and_domains_are_listed():
     ]
     m = model(nodes, [value("x", [2], TensorProto.UINT32)], [value("z", None)])
     m.opset_import.append(helper.make_opsetid("my.ops", 1))
-    with pytest.raises(mdsl.GraphError, match=r"my\.ops\.Foo \(1\).*x: UINT32"):
+    with pytest.raises(mdsl.GraphError, match=r"my\.ops\.Foo \(1: .*x: UINT32"):
         mo.load(m)
 
 
@@ -297,11 +306,11 @@ def test_broken_graphs_give_mdsl_errors():
     )
     with pytest.raises(mdsl.GraphError, match="'nowhere' is used before"):
         mo.load(dangling)
-    too_old = model(
-        [helper.make_node("Relu", ["x"], ["y"])], [value("x", [2])], [value("y", None)], opset=7
+    too_new = model(
+        [helper.make_node("Relu", ["x"], ["y"])], [value("x", [2])], [value("y", None)], opset=99
     )
-    with pytest.raises(mdsl.GraphError, match="opset 7 is outside"):
-        mo.load(too_old)
+    with pytest.raises(mdsl.GraphError, match="opset 99 is outside"):
+        mo.load(too_new)
     no_shape = model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", FLOAT, None)],
                      [value("y", None)])  # fmt: skip
     with pytest.raises(mdsl.GraphError, match="'x' has no shape"):
@@ -384,7 +393,7 @@ def test_unsupported_ops_inside_subgraphs_are_listed_too():
     )
     nodes = [helper.make_node("If", ["p"], ["y"], then_branch=body, else_branch=other)]
     m = model(nodes, [value("p", [], TensorProto.BOOL), value("x", [2, 2])], [value("y", None)])
-    with pytest.raises(mdsl.GraphError, match=r"unsupported op types: Trilu \(1\)"):
+    with pytest.raises(mdsl.GraphError, match=r"unsupported op types: Trilu \(1: "):
         mo.load(m)
 
 

@@ -96,3 +96,9 @@ def test_dynamic_symbols_names_what_a_node_binds(positives):
     assert dynamic.checked_size(3, "Reshape") == 3
     with pytest.raises(mdsl.ShapeError, match="negative"):
         dynamic.checked_size(-4, "Reshape shape[1]")
+
+
+def test_compiled_backends_refuse_data_dependent_nodes_clearly_for_now(positives):
+    g, _ = _graph(positives)
+    with pytest.raises(mdsl.CompileError, match=r"mdsl\.interpret"):
+        mdsl.compile(g, backend="c")(x=np.ones(3, np.float32))

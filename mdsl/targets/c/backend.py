@@ -80,7 +80,7 @@ def build_variant(
 def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
     """The plan of the C variant of `graph` for `symbols` (see `build_variant`)."""
     static = specialize(graph, symbols) if symbols else graph
-    return build_plan(static, c_bindings=True, control_flow=True, symbolic=True)
+    return build_plan(static, c_bindings=True, control_flow=True, symbolic=True, indexed=True)
 
 
 @dataclass
@@ -289,8 +289,9 @@ def _run_failure(plan: Plan, status: int) -> ExecutionError:
         return ExecutionError(f"graph {graph!r}: the compiled run failed (status {status})")
     kernel = kernels[status - 1]
     node = kernel.nodes[0] if kernel.nodes else None
+    why = getattr(kernel, "error", None) or "its C function returned nonzero"
     return ExecutionError(
-        f"graph {graph!r}: kernel {kernel.name} failed (its C function returned nonzero)",
+        f"graph {graph!r}: kernel {kernel.name} failed ({why})",
         node=node and node.name,
         op_type=node and node.op_type,
         source=node and node.source,

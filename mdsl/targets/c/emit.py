@@ -20,7 +20,7 @@ from mdsl.targets.c.render import render_c
 
 def emit_files(graph: Graph) -> dict[str, str | bytes]:
     """The "c" target's files for a static-shape, optimized graph."""
-    plan = build_plan(graph, c_bindings=True)
+    plan = build_plan(graph, c_bindings=True, indexed=True)
     stem = file_stem(graph.name)
     files: dict[str, str | bytes] = {f"{stem}.c": render_c(plan)}
     command = _compile_command(plan, stem)

@@ -36,6 +36,8 @@ _FLOAT_FUNCS = {
     "abs": "fabs",
     "round": "rint",
 }
+# float32 functions as vectorizable arithmetic (runtime.h.j2), not scalar libm calls
+_VECTOR_FLOAT32 = {"erf": "mdsl_erf_f32", "tanh": "mdsl_tanh_f32"}
 _INFIX = {
     "add": "+",
     "sub": "-",
@@ -145,6 +147,8 @@ class CExprRenderer:
         t = t or want or DType.float32
         texts = [self._render(a, t)[0] for a in args]
         suffix = "f" if t == DType.float32 else ""
+        if op in _VECTOR_FLOAT32 and t == DType.float32:
+            return f"{_VECTOR_FLOAT32[op]}({texts[0]})", t
         if op in _FLOAT_FUNCS and t.is_float:
             return f"{_FLOAT_FUNCS[op]}{suffix}({texts[0]})", t
         if op == "abs":

@@ -9,6 +9,7 @@ in comments, through `comment_text`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -28,6 +29,7 @@ from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c.conv import conv_index, packed_conv_body
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, CExprRenderer, compute_type
+from mdsl.targets.c.indexed import render_indexed_body
 
 INDENT = "    "
 
@@ -257,7 +259,62 @@ _INT_LIMITS = {
 }
 
 
+def _stash_row_values(k: kir.Rowwise) -> tuple[kir.Rowwise, dict[int, kir.Access]]:
+    """Softmax rows in one read and one write: a sum phase whose per-element value (the
+    very expression node, `exp(x - max)`) a later row store uses again writes it into
+    that store's output row as it sums, and the store reads it back instead of computing
+    it again. Returns the kernel (loads and that store rewritten) and, by id of each
+    such sum phase, the access it writes."""
+    phases, loads, stashes = list(k.phases), dict(k.loads), {}
+    for i, phase in enumerate(phases):
+        if not (isinstance(phase, kir.Reduce) and phase.op == "sum" and not phase.lets):
+            continue
+        if phase.value.op in ("var", "const"):
+            continue
+        for j in range(i + 1, len(phases)):
+            store = phases[j]
+            if not isinstance(store, kir.RowStore) or store.lets:
+                continue
+            if store.access.dtype not in (DType.float32, DType.float64):
+                continue
+            if store.access.dtype != compute_type(phase.dtype) or not _contains(
+                store.value, phase.value
+            ):
+                continue
+            if any(a.buffer == store.access.buffer for a in loads.values()):
+                continue
+            name = f"{phase.var}_e"
+            loads[name] = store.access  # the same record: it shares the store's row offsets
+            value = _replace_node(store.value, phase.value, E.var(name))
+            phases[j] = kir.RowStore(store.access, value, store.lets)
+            stashes[id(phase)] = store.access
+            break
+    if not stashes:
+        return k, {}
+    return dataclasses.replace(k, loads=loads, phases=phases), stashes
+
+
+def _contains(root: E.Expr, node: E.Expr) -> bool:
+    return any(n is node for n in E.walk(root))
+
+
+def _replace_node(root: E.Expr, node: E.Expr, by: E.Expr) -> E.Expr:
+    """`root` with every occurrence of the node object `node` replaced by `by`."""
+    done: dict[int, E.Expr] = {}
+    for n in E.walk(root):
+        if n is node:
+            done[id(n)] = by
+        elif n.args:
+            args = tuple(done[id(a)] for a in n.args)
+            same = all(a is b for a, b in zip(args, n.args))
+            done[id(n)] = n if same else dataclasses.replace(n, args=args)
+        else:
+            done[id(n)] = n
+    return done[id(root)]
+
+
 def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
+    k, stashes = _stash_row_values(k)
     n_outer = len(k.outer_shape)
     lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
     types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
@@ -293,7 +350,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         bases[id(a)] = f"b_{name}"
         body.append(f"const int64_t b_{name} = {base};")
     for phase in k.phases:
-        body += _phase_lines(k, phase, r, bases, row_stride, n_outer)
+        body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
     lines += [INDENT * 2 + line for line in body]
     lines.append(f"{INDENT}}}")
     return "\n".join(lines)
@@ -329,7 +386,7 @@ def _row_loop(
     return lines
 
 
-def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
+def _phase_lines(k, phase, r, bases, row_stride, n_outer, stash=None) -> list[str]:
     if isinstance(phase, kir.Let):
         loads = _scalar_loads(k, phase.value, bases)
         return [
@@ -343,6 +400,15 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
         if phase.op in ("max", "min"):
             update = f"{phase.var} = mdsl_{phase.op}_{C_TYPES[t]}({phase.var}, {value});"
             pragma = ""  # NaN-propagating max is not an OpenMP reduction
+        elif stash is not None:  # the value also lands in the output row (see above)
+            off = row_offset(k, stash, row_stride, n_outer)
+            index = f"{bases[id(stash)]} + {off}" if off else bases[id(stash)]
+            update = [
+                f"const {C_TYPES[t]} {phase.var}_v = {value};",
+                _store(stash, index, f"{phase.var}_v"),
+                f"{phase.var} += {phase.var}_v;",
+            ]
+            pragma = f"#pragma omp simd reduction(+:{phase.var})"
         else:
             update = f"{phase.var} {_OMP_OP[phase.op]}= {value};"
             pragma = f"#pragma omp simd reduction({_OMP_OP[phase.op]}:{phase.var})"
@@ -356,7 +422,8 @@ def _phase_lines(k, phase, r, bases, row_stride, n_outer) -> list[str]:
             return head + _nan_aware_extreme(
                 k, phase, value, t, used, r, bases, row_stride, n_outer
             )
-        return head + _row_loop(k, used, r, bases, row_stride, n_outer, [update], pragma)
+        inner = update if isinstance(update, list) else [update]
+        return head + _row_loop(k, used, r, bases, row_stride, n_outer, inner, pragma)
     if isinstance(phase, kir.RowStore):
         value = r.render_as(phase.value, phase.access.dtype)
         off = row_offset(k, phase.access, row_stride, n_outer)
@@ -820,4 +887,5 @@ _BODY = {
     kir.Pool: _pool_body,
     kir.Callback: _callback_body,
     kir.CustomCall: render_call_body,
+    kir.Indexed: render_indexed_body,
 }

@@ -1,0 +1,284 @@
+"""Indexing, scans and selections as kernels: no Python callback for the ops real models
+export around their convolutions and matmuls.
+
+Two kinds of lowering:
+
+- affine copies (`kir.Pointwise`, every target renders them): Split (one copy per
+  piece), Tile (a broadcast over the tiled view of the output);
+- `kir.Indexed` kernels for targets that render them (C): Gather, GatherElements,
+  ScatterElements, CumSum, TopK, ArgMax/ArgMin, and Pad in every mode as an *index map*
+  (per axis, the source index of each output index, -1 for the constant).
+
+Indexed kernels have static shapes (a symbolic dim raises ShapeError: the planner then
+specializes the graph per shape), but for Gather, whose sizes may be symbolic. An index outside [-n, n) stops the run with the
+kernel's `error`, naming the axis and its size, as the interpreter does.
+
+>>> import numpy as np, mdsl
+>>> with mdsl.Graph("emb") as g:
+...     table = g.input("table", (4, 2))
+...     g.output(mdsl.ops.gather(table, g.input("ids", (3,), "int64")), "y")
+>>> exe = mdsl.compile(g, backend="c")
+>>> exe.plan.fallbacks
+[]
+>>> exe(table=np.arange(8, dtype=np.float32).reshape(4, 2), ids=np.array([3, -4, 1]))["y"]
+array([[6., 7.],
+       [0., 1.],
+       [2., 3.]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+
+from mdsl import expr as E
+from mdsl.codegen import kir
+from mdsl.codegen.access import contiguous_strides
+from mdsl.codegen.lower import Context, Unsupported, kernel_name, node_ref
+from mdsl.ir.dim import Dim
+from mdsl.ir.dtype import DType
+from mdsl.ir.errors import ShapeError
+from mdsl.ir.graph import Node, Tensor
+
+ARITHMETIC = (DType.float32, DType.float64, DType.int32, DType.int64)
+INDEXED_OPS = (
+    "Gather",
+    "GatherElements",
+    "ScatterElements",
+    "CumSum",
+    "TopK",
+    "ArgMax",
+    "ArgMin",
+    "Pad",
+)
+AFFINE_OPS = ("Split", "Tile")
+SYMBOLIC_OPS = ("Gather",)  # its sizes may be symbolic (an embedding lookup of B x T ids)
+
+
+def lower_indexing(ctx: Context, node: Node, indexed: bool) -> list:
+    """The kernels computing `node`; Unsupported when it has no such form (or, with
+    `indexed` False, needs a `kir.Indexed` kernel the target does not render)."""
+    op = node.op_type
+    if op in AFFINE_OPS:
+        return _AFFINE[op](ctx, node)
+    if op in INDEXED_OPS and indexed:
+        for t in (*node.inputs, *node.outputs):
+            if t is not None and op not in SYMBOLIC_OPS:
+                _static(t)
+        return [_INDEXED[op](ctx, node)]
+    raise Unsupported(f"no generated form for {op}")
+
+
+def _static(t: Tensor) -> tuple[int, ...]:
+    if any(isinstance(d, Dim) for d in t.shape):
+        raise ShapeError(f"{t.name}: indexing over symbolic dims {t.type.describe()}")
+    return tuple(int(d) for d in t.shape)
+
+
+def _split3(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    """(outer, axis size, inner) of a row-major `shape` around `axis`."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+
+
+def _indexed(ctx, node, op, inputs, outputs, params, error=None) -> kir.Indexed:
+    return kir.Indexed(
+        kernel_name(ctx, [node]),
+        [node_ref(node)],
+        op,
+        [ctx.buffer_of(t) for t in inputs],
+        [ctx.buffer_of(t) for t in outputs],
+        [t.dtype for t in (*inputs, *outputs)],
+        params,
+        error,
+    )
+
+
+def _range_error(op: str, axis: int, size: int) -> str:
+    return f"{op}: an index is out of range for axis {axis} of size {size} (valid: {-size}..{size - 1})"
+
+
+# -- affine copies ------------------------------------------------------------------------------
+def _copy(ctx, node, load: kir.Access, store: kir.Access, space) -> kir.Pointwise:
+    return kir.Pointwise(
+        kernel_name(ctx, [node]),
+        [node_ref(node)],
+        tuple(space),
+        {"src": load},
+        [],
+        [kir.Store(store, E.var("src"))],
+    )
+
+
+def _split(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    x = node.inputs[0]
+    axis = node.attrs["axis"] % len(x.shape)
+    strides = contiguous_strides(tuple(x.shape))
+    kernels, start = [], 0
+    for out in node.outputs:
+        space = tuple(out.shape)
+        load = kir.Access(ctx.buffer_of(x), x.dtype, start * strides[axis], strides)
+        store = kir.Access(ctx.buffer_of(out), out.dtype, 0, contiguous_strides(space))
+        kernels.append(_copy(ctx, node, load, store, space))
+        start += out.shape[axis]
+    return kernels
+
+
+def _tile(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    """out viewed as [r0, d0, r1, d1, ...]: the input repeats along every r (stride 0)."""
+    x, out = node.inputs[0], node.outputs[0]
+    repeats = node.attrs["repeats"]
+    own, out_strides = contiguous_strides(tuple(x.shape)), contiguous_strides(tuple(out.shape))
+    space, loads, stores = [], [], []
+    for r, d, s_in, s_out in zip(repeats, x.shape, own, out_strides):
+        space += [r, d]
+        loads += [0, s_in]
+        stores += [d * s_out, s_out]
+    load = kir.Access(ctx.buffer_of(x), x.dtype, 0, tuple(loads))
+    store = kir.Access(ctx.buffer_of(out), out.dtype, 0, tuple(stores))
+    return [_copy(ctx, node, load, store, space)]
+
+
+_AFFINE = {"Split": _split, "Tile": _tile}
+
+
+# -- indexed kernels -----------------------------------------------------------------------------
+def _gather(ctx: Context, node: Node) -> kir.Indexed:
+    data, indices = node.inputs
+    shape = tuple(data.shape)
+    axis = node.attrs["axis"] % len(shape)
+    outer, size, inner = _split3(shape, axis)
+    params = {"outer": outer, "size": size, "inner": inner, "count": math.prod(indices.shape)}
+    return _indexed(
+        ctx,
+        node,
+        "gather",
+        [data, indices],
+        node.outputs,
+        params,
+        _range_error("Gather", axis, size),
+    )
+
+
+def _elementwise_params(node: Node, data: Tensor, indices: Tensor) -> dict:
+    shape = _static(data)
+    axis = node.attrs["axis"] % len(shape)
+    return {
+        "axis": axis,
+        "index_shape": _static(indices),
+        "data_strides": contiguous_strides(shape),
+        "size": shape[axis],
+    }
+
+
+def _gather_elements(ctx: Context, node: Node) -> kir.Indexed:
+    data, indices = node.inputs
+    params = _elementwise_params(node, data, indices)
+    error = _range_error("GatherElements", params["axis"], params["size"])
+    return _indexed(ctx, node, "gather_elements", [data, indices], node.outputs, params, error)
+
+
+def _scatter_elements(ctx: Context, node: Node) -> kir.Indexed:
+    data, indices, updates = node.inputs
+    reduction = node.attrs["reduction"]
+    if reduction != "none" and data.dtype not in ARITHMETIC:
+        raise Unsupported(f"ScatterElements {reduction} in {data.dtype}")
+    params = _elementwise_params(node, data, indices)
+    params["reduction"] = reduction
+    params["total"] = math.prod(_static(data))
+    error = _range_error("ScatterElements", params["axis"], params["size"])
+    return _indexed(
+        ctx, node, "scatter_elements", [data, indices, updates], node.outputs, params, error
+    )
+
+
+def _cumsum(ctx: Context, node: Node) -> kir.Indexed:
+    x = node.inputs[0]
+    if x.dtype not in ARITHMETIC:
+        raise Unsupported(f"CumSum in {x.dtype}")
+    shape = _static(x)
+    outer, size, inner = _split3(shape, node.attrs["axis"] % len(shape))
+    params = {"outer": outer, "size": size, "inner": inner}
+    params.update(exclusive=bool(node.attrs["exclusive"]), reverse=bool(node.attrs["reverse"]))
+    return _indexed(ctx, node, "cumsum", [x], node.outputs, params)
+
+
+def _topk(ctx: Context, node: Node) -> kir.Indexed:
+    x = node.inputs[0]
+    if x.dtype not in ARITHMETIC:
+        raise Unsupported(f"TopK in {x.dtype}")
+    shape = _static(x)
+    outer, size, inner = _split3(shape, node.attrs["axis"] % len(shape))
+    params = {"outer": outer, "size": size, "inner": inner, "k": int(node.attrs["k"])}
+    params["largest"] = bool(node.attrs["largest"])
+    return _indexed(ctx, node, "topk", [x], node.outputs, params)
+
+
+def _arg_reduce(ctx: Context, node: Node) -> kir.Indexed:
+    x = node.inputs[0]
+    if x.dtype not in ARITHMETIC:
+        raise Unsupported(f"{node.op_type} in {x.dtype}")
+    shape = _static(x)
+    outer, size, inner = _split3(shape, node.attrs["axis"] % len(shape))
+    params = {"outer": outer, "size": size, "inner": inner, "max": node.op_type == "ArgMax"}
+    params["last"] = bool(node.attrs["select_last_index"])
+    return _indexed(ctx, node, "arg_reduce", [x], node.outputs, params)
+
+
+def _pad(ctx: Context, node: Node) -> kir.Indexed:
+    """Every mode as per-axis source tables (-1: the constant). As in the reference,
+    negative pads crop first and the mode then pads the cropped tensor."""
+    x, out = node.inputs[0], node.outputs[0]
+    shape, out_shape = _static(x), _static(out)
+    axes = node.attrs["axes"]
+    axes = range(len(shape)) if axes is None else [a % len(shape) for a in axes]
+    pads = node.attrs["pads"]
+    widths = dict.fromkeys(range(len(shape)), (0, 0))
+    for a, begin, end in zip(axes, pads[: len(pads) // 2], pads[len(pads) // 2 :]):
+        widths[a] = (begin, end)
+    mode = node.attrs["mode"]
+    tables = []
+    for a, n in enumerate(shape):
+        begin, end = widths[a]
+        lo = max(-begin, 0)
+        kept = n - lo - max(-end, 0)
+        if mode != "constant" and kept == 0 and out_shape[a]:
+            raise Unsupported(f"{mode} padding of an empty axis")
+        pad = max(begin, 0)
+        tables.append(
+            tuple(_at(lo, _source_index(o - pad, kept, mode)) for o in range(out_shape[a]))
+        )
+    params = {"shape": out_shape, "strides": contiguous_strides(shape), "tables": tuple(tables)}
+    params["value"] = float(node.attrs["constant_value"])
+    return _indexed(ctx, node, "index_map", [x], [out], params)
+
+
+def _at(start: int, i: int) -> int:
+    return -1 if i < 0 else start + i
+
+
+def _source_index(i: int, n: int, mode: str) -> int:
+    """The input index output position `i` (relative to the input's start) reads."""
+    if 0 <= i < n:
+        return i
+    if mode == "constant":
+        return -1
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    if mode == "wrap":
+        return i % n
+    period = 2 * (n - 1)  # reflect: ... 2 1 | 0 1 2 ... n-1 | n-2 ...
+    if period == 0:
+        return 0
+    i %= period
+    return i if i < n else period - i
+
+
+_INDEXED = {
+    "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "ScatterElements": _scatter_elements,
+    "CumSum": _cumsum,
+    "TopK": _topk,
+    "ArgMax": _arg_reduce,
+    "ArgMin": _arg_reduce,
+    "Pad": _pad,
+}

@@ -35,7 +35,7 @@ def lower_custom_call(ctx, node: Node) -> kir.CustomCall:
         [ctx.buffer_of(t) for t in node.outputs],
         [None if t is None else (t.dtype, _static_shape(t)) for t in node.inputs],
         [(t.dtype, _static_shape(t)) for t in node.outputs],
-        tuple(_attr_value(v) for v in _ordered_attrs(node)),
+        tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
     )
 
 
@@ -48,14 +48,18 @@ def _static_shape(t) -> tuple[int, ...]:
     return tuple(int(d) for d in t.type.storage_shape)
 
 
-def _ordered_attrs(node: Node) -> list:
+def _ordered_attrs(node: Node) -> list[tuple]:
+    """(value, choices or None) of each attr, in prototype order."""
     from mdsl.ops.registry import get_op, has_op
 
-    names = list(get_op(node.op_type).attrs) if has_op(node.op_type) else sorted(node.attrs)
-    return [node.attrs.get(n) for n in names]
+    if not has_op(node.op_type):
+        return [(node.attrs.get(n), None) for n in sorted(node.attrs)]
+    return [(node.attrs.get(n), spec.choices) for n, spec in get_op(node.op_type).attrs.items()]
 
 
-def _attr_value(value) -> float:
+def _attr_value(value, choices=None) -> float:
     if isinstance(value, (bool, int, float)):
         return float(value)
+    if isinstance(value, str) and choices and value in choices:
+        return float(choices.index(value))  # a str attr with choices: its choice index
     return math.nan

@@ -268,6 +268,7 @@ class _Exporter:
                 f"export with opset >= {mapping.since}"
             )
         attrs = dict(node.attrs if attrs is None else attrs)
+        attrs.pop("dynamic", None)  # mdsl's names of run-time sizes (NonZero): not ONNX's
         placed: dict[int, str] = {}
         onnx_attrs = {}
         for spec in mapping.attr_inputs:

@@ -102,6 +102,7 @@ _TABLE = [
     *_same("Elu", "LeakyRelu", "HardSigmoid", "Flatten", "Transpose", "Gather"),
     *_same("Concat", "Einsum", "GatherElements", "ScatterElements", "DepthToSpace"),
     *_same("GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization"),
+    *_same("GatherND", "ScatterND", "ConvTranspose"),
     OpMapping("SpaceToDepth", "SpaceToDepth", ignored=(("mode", "DCR"),)),
     *_same("Mod", "Gemm", "ArgMax", "ArgMin", "DequantizeLinear", "Shape", "Conv"),
     OpMapping("Gelu", "Gelu", since=20),
@@ -150,6 +151,16 @@ _TABLE = [
     OpMapping("TopK", "TopK", (AttrInput("k", 1, 10, "int64s"),)),
     OpMapping("OneHot", "OneHot", (AttrInput("depth", 1, 9, "int64"),)),
     OpMapping("CumSum", "CumSum", (AttrInput("axis", 1, 11, "int64"),)),
+    *_same("NonZero"),
+    OpMapping(
+        "NonMaxSuppression",
+        "NonMaxSuppression",
+        (
+            AttrInput("max_output_boxes_per_class", 2, 10, "int64"),
+            AttrInput("iou_threshold", 3, 10, "float"),
+            AttrInput("score_threshold", 4, 10, "float"),
+        ),
+    ),
     OpMapping("ConstantOfShape", "ConstantOfShape", (AttrInput("shape", 0, 9),)),
     OpMapping(
         "Dropout",

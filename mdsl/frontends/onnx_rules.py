@@ -588,3 +588,6 @@ def rms_normalization(ctx, node, x, scale):
 def supported_op_types() -> set[str]:
     """Every ONNX op type the importer can import (table entries and rules)."""
     return set(MAPPINGS) | set(RULES) | {"Constant"}
+
+
+from mdsl.frontends import onnx_recurrent  # noqa: E402, F401  (registers its rules here)

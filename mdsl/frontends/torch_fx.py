@@ -387,14 +387,33 @@ class _FxImporter:
             b = _Builder(g, self.module)
             for node in self.gm.graph.nodes:
                 if node.op == "placeholder":
-                    self.env[node] = _declare_input(g, node.target, next(examples))
+                    self.env[node] = self._placeholder(g, node, examples)
                 elif node.op == "output":
                     _declare_outputs(g, self._arg(node.args[0]), lambda v: v)
                 elif node in traced and _holds_tensor(self.values.get(node)):
                     self.env[node] = self._convert(b, node)
+                    self._rebind_in_place(node)
                 else:  # a constant, or a Python value computed from shapes
                     self.env[node] = self.values[node]
         return g
+
+    def _placeholder(self, g: Graph, node, examples):
+        """A graph input for the next example input; past the examples, the argument's
+        default (`forward(self, x, mask=None)` called with x only)."""
+        example = next(examples, None)
+        if example is not None:
+            return _declare_input(g, node.target, example)
+        if node.args:
+            return node.args[0]
+        raise GraphError(f"forward() argument {node.target!r} has no example input and no default")
+
+    def _rebind_in_place(self, node) -> None:
+        """After `x.add_(y)` later uses of x read the result (views of x are not followed)."""
+        import torch.fx as fx
+
+        in_place = isinstance(node.target, str) and torch_ops.in_place_base(node.target)
+        if in_place and node.args and isinstance(node.args[0], fx.Node):
+            self.env[node.args[0]] = self.env[node]
 
     def _arg(self, value):
         import torch.fx as fx

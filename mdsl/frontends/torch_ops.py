@@ -40,6 +40,12 @@ _OPERATOR_NAMES = {
     "__rmul__": "rmul",
     "__rpow__": "rpow",
     "__rmatmul__": "rmatmul",
+    # augmented assignment (x += y): the result is rebound to x
+    **{
+        f"{p}{op}{q}": base
+        for op, base in (("iadd", "add"), ("isub", "sub"), ("imul", "mul"), ("itruediv", "div"))
+        for p, q in (("", ""), ("__", "__"))
+    },
 }
 
 
@@ -51,7 +57,16 @@ def torch_key(target) -> str:
         return _OPERATOR_NAMES[name]
     if name.startswith("__") and name.endswith("__") and name[2:-2] in _DUNDER_OPS:
         return name[2:-2]
-    return name.lstrip("_") if name.lstrip("_") in FUNCTIONS and name.startswith("_") else name
+    if name.startswith("_") and name.lstrip("_") in FUNCTIONS:
+        return name.lstrip("_")
+    return in_place_base(name) or name
+
+
+def in_place_base(name: str) -> str | None:
+    """The table call an in-place method stands for ("add" for "add_"), or None."""
+    if name.endswith("_") and not name.startswith("_") and name[:-1] in FUNCTIONS:
+        return name[:-1]
+    return None
 
 
 _DUNDER_OPS = {
@@ -306,6 +321,20 @@ def conv(b, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)
     return b.op("Conv", x, w, None if bias is None else b.v(bias), **attrs)
 
 
+@handles("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def conv_transpose(
+    b, input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    x, w = b.v(input), b.v(weight)
+    n = x.ndim - 2
+    pads = _tuple(padding, n)
+    return b.op(
+        "ConvTranspose", x, w, None if bias is None else b.v(bias),
+        strides=_tuple(stride, n), pads=pads + pads, dilations=_tuple(dilation, n),
+        group=int(groups), output_padding=_tuple(output_padding, n),
+    )  # fmt: skip
+
+
 def _tuple(value, n: int) -> tuple:
     if isinstance(value, (list, tuple)):
         return tuple(int(v) for v in value)
@@ -458,9 +487,9 @@ def scaled_dot_product_attention(
     scale=None,
     enable_gqa=False,
 ):
-    if enable_gqa:
-        raise GraphError("scaled_dot_product_attention with enable_gqa")
     q, k, v = b.v(query), b.v(key), b.v(value)
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        k, v = (_repeat_heads(b, t, q.shape[-3]) for t in (k, v))
     factor = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     perm = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
     scores = b.op("Mul", b.op("MatMul", q, b.op("Transpose", k, perm=perm)), float(factor))
@@ -476,6 +505,17 @@ def scaled_dot_product_attention(
         else:
             scores = b.op("Add", scores, mask)
     return b.op("MatMul", b.op("Softmax", scores, axis=-1), v)
+
+
+def _repeat_heads(b, t, heads: int):
+    """[..., kv_heads, S, D] -> [..., heads, S, D], each kv head serving heads/kv_heads
+    query heads in turn (grouped-query attention)."""
+    *lead, kv_heads, seq, size = t.shape
+    if heads % kv_heads:
+        raise GraphError(f"enable_gqa: {heads} query heads for {kv_heads} key/value heads")
+    wide = b.op("Unsqueeze", t, axes=(len(lead) + 1,))
+    wide = b.op("Expand", wide, shape=(*lead, kv_heads, heads // kv_heads, seq, size))
+    return b.op("Reshape", wide, shape=(*lead, heads, seq, size))
 
 
 @handles("multi_head_attention_forward")
@@ -546,6 +586,8 @@ def _mask_scores(b, scores, attn_mask, key_padding_mask, is_causal):
 def _reduce(op_type: str):
     def handler(b, input, dim=None, keepdim=False, *, dtype=None):
         x = b.v(input)
+        if dtype is None and x.dtype == DType.bool_ and op_type in ("ReduceSum", "ReduceProd"):
+            dtype = "int64"  # torch counts booleans in int64
         if dtype is not None:
             x = b.op("Cast", x, to=b.dtype(dtype))
         axes = None if dim is None else _axes(dim)
@@ -651,7 +693,12 @@ def squeeze(b, input, dim=None):
 
 @handles("cat", "concat", "concatenate")
 def cat(b, tensors, dim=0):
-    return b.op("Concat", [b.v(t) for t in tensors], axis=int(dim))
+    parts = [b.v(t) for t in tensors]
+    # torch (legacy rule) skips empty 1-D tensors, e.g. a key/value cache not yet filled
+    kept = [t for t in parts if not (t.ndim == 1 and t.shape[0] == 0)] or parts
+    if len(kept) == 1:
+        return b.op("Identity", kept[0])
+    return b.op("Concat", kept, axis=int(dim))
 
 
 @handles("stack")
@@ -785,11 +832,60 @@ def _basic_index(b, x, index):
 
 
 def _gather_index(b, x, index):
-    positions = [i for i, item in enumerate(index) if b.is_tensor(item)]
-    others = [item for item in index if not b.is_tensor(item)]
-    if len(positions) != 1 or any(item != slice(None) for item in others):
-        raise GraphError("tensor indexing other than x[..., idx] on one axis is not supported")
-    return b.op("Gather", x, b.v(index[positions[0]]), axis=positions[0])
+    """Advanced indexing: index tensors (and ints among them) on some axes, full slices
+    on the others. One tensor is a Gather; several broadcast together into coordinate
+    tuples for a GatherND over those axes moved to the front. As in torch, the indexed
+    dims come out where the first index was when the indexed axes are adjacent, and
+    first otherwise."""
+    index = _expand_ellipsis(b, x, index)
+    positions = [i for i, item in enumerate(index) if b.is_tensor(item) or isinstance(item, int)]
+    if any(item != slice(None) for i, item in enumerate(index) if i not in positions):
+        raise GraphError("tensor indexing mixed with partial slices or None is not supported")
+    tensors = [index[i] for i in positions]
+    if len(positions) == 1 and b.is_tensor(tensors[0]):
+        return b.op(
+            "Gather", x, _index_tensor(b, tensors[0], x.shape[positions[0]]), axis=positions[0]
+        )
+    rest = [a for a in range(x.ndim) if a not in positions]
+    front = (
+        x
+        if positions == list(range(len(positions)))
+        else b.op("Transpose", x, perm=(*positions, *rest))
+    )
+    coords = [_index_tensor(b, t, x.shape[a]) for t, a in zip(tensors, positions)]
+    shape = _broadcast_shape([tuple(c.shape) for c in coords])
+    stacked = [
+        b.op("Unsqueeze", b.op("Expand", c, shape=shape), axes=(len(shape),)) for c in coords
+    ]
+    picked = b.op("GatherND", front, b.op("Concat", stacked, axis=len(shape)))
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    if not adjacent or positions[0] == 0:
+        return picked
+    n = len(shape)  # move the indexed dims to where the first index was
+    perm = (*range(n, n + positions[0]), *range(n), *range(n + positions[0], picked.ndim))
+    return b.op("Transpose", picked, perm=perm)
+
+
+def _expand_ellipsis(b, x, index) -> tuple:
+    if Ellipsis not in index:
+        return tuple(index) + (slice(None),) * (x.ndim - len(index))
+    at = index.index(Ellipsis)
+    fill = (slice(None),) * (x.ndim - len(index) + 1)
+    return tuple(index[:at]) + fill + tuple(index[at + 1 :])
+
+
+def _index_tensor(b, item, size: int):
+    """An index (tensor or int) as an int64 Tensor; bool masks are not supported."""
+    t = b.v(item) if b.is_tensor(item) else b.const_array(np.array(item, np.int64), "index")
+    if t.dtype == DType.bool_:
+        raise GraphError("indexing with a boolean mask (a data-dependent shape) is not supported")
+    return t if t.dtype == DType.int64 else b.op("Cast", t, to=DType.int64)
+
+
+def _broadcast_shape(shapes: list[tuple]) -> tuple:
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + s for s in shapes]
+    return tuple(max(dims) for dims in zip(*padded))
 
 
 # -- nn modules torch.fx keeps as leaves -----------------------------------------------------
@@ -823,6 +919,15 @@ def _conv_module(b, m, input):
     if m.padding_mode != "zeros":
         raise GraphError(f"{type(m).__name__} with padding_mode={m.padding_mode!r}")
     return conv(b, input, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups)
+
+
+@module_handler("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+def _conv_transpose_module(b, m, input, output_size=None):
+    if m.padding_mode != "zeros" or output_size is not None:
+        raise GraphError(f"{type(m).__name__} with padding_mode or output_size")
+    return conv_transpose(
+        b, input, m.weight, m.bias, m.stride, m.padding, m.output_padding, m.groups, m.dilation
+    )
 
 
 @module_handler("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")
@@ -923,3 +1028,9 @@ for _cls, _key, _params in (
     ("Softplus", "softplus", {"beta": "beta", "threshold": "threshold"}),
 ):
     MODULES[_cls] = _activation_module(_key, **_params)
+
+
+from mdsl.frontends import (  # noqa: E402, F401  (they register more calls and modules)
+    torch_calls_transformers,
+    torch_recurrent,
+)

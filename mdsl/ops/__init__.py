@@ -24,8 +24,10 @@ from mdsl.ops.activation import (
 )
 from mdsl.ops.concatenation import concat, split
 from mdsl.ops.contraction import einsum
+from mdsl.ops.conv_transpose import conv_transpose
 from mdsl.ops.creation import constant_of_shape, range
 from mdsl.ops.cumulative import cumsum
+from mdsl.ops.detection import non_max_suppression, nonzero
 from mdsl.ops.elementwise import (
     abs,
     add,
@@ -65,6 +67,7 @@ from mdsl.ops.elementwise import (
     where,
 )
 from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
+from mdsl.ops.indexing_nd import gather_nd, scatter_nd
 from mdsl.ops.linalg import matmul
 from mdsl.ops.movement import (
     cast,
@@ -100,6 +103,7 @@ from mdsl.ops.nn import (
     softmax,
 )
 from mdsl.ops.padding import pad
+from mdsl.ops.recurrent import gru, lstm, rnn
 from mdsl.ops.reduce import (
     argmax,
     argmin,

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 
 import mdsl
 from mdsl import ops
+from mdsl.ops.dynamic import data_dependent_spec
 from tests.ops import op_table
 from tests.ops.test_op_table import CASES
 from tests.passes.random_graphs import (
@@ -46,6 +47,8 @@ def _kind(case: op_table.OpCase) -> str:
     "run-time dims" (a node output has a dim no input binds: a control-flow node's
     dynamic dim, bound by the generated code when the node ran)."""
     g = op_table.build_graph(case)
+    if any(data_dependent_spec(n.op_type) for n in g):
+        return "data-dependent"
     bound = {s for t in g.inputs.values() for s in _symbols(t.shape)}
     if any(not _symbols(t.shape) <= bound for n in g for t in n.outputs):
         return "run-time dims"
@@ -61,6 +64,7 @@ def _symbols(shape) -> set[str]:
 RUNNABLE = [c for c in CASES if _runnable(c)]
 _KINDS = [_kind(c) for c in RUNNABLE]
 RUN_TIME_DIM_CASES = [c for c, k in zip(RUNNABLE, _KINDS) if k == "run-time dims"]
+DATA_DEPENDENT_CASES = [c for c, k in zip(RUNNABLE, _KINDS) if k == "data-dependent"]
 CONTROL_FLOW_CASES = [c for c, k in zip(RUNNABLE, _KINDS) if k == "control flow"]
 SYMBOLIC_CASES = [c for c, k in zip(RUNNABLE, _KINDS) if k == "symbolic"]
 STATIC_CASES = [c for c, k in zip(RUNNABLE, _KINDS) if k == "static"]
@@ -121,7 +125,7 @@ def _case_outputs(outputs: dict, i: int) -> dict:
 # If, Case and While are generated (`kir.Branch`, `kir.Loop`): never callbacks.
 CALLBACK_OPS = {
     *("DepthToSpace", "Einsum", "GroupNormalization", "InstanceNormalization", "OneHot"),
-    *("Resize", "Shape", "Size", "SpaceToDepth", "TransData"),
+    *("Resize", "Shape", "Size", "SpaceToDepth", "TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK"),
 }
@@ -183,8 +187,23 @@ def test_data_dependent_dims_run_compiled(case):
     _check_alone(case)
 
 
+@pytest.mark.parametrize("case", DATA_DEPENDENT_CASES, ids=[c.name() for c in DATA_DEPENDENT_CASES])
+def test_data_dependent_ops_compile_or_say_why(case):
+    """NonZero, NonMaxSuppression: output sizes their data decides (docs/dynamic-shapes.md).
+    Until compiled backends bind such sizes, compiling is a CompileError naming the
+    run-time dim; once they do, the result must equal the interpreter's."""
+    g = op_table.build_graph(case)
+    try:
+        exe = mdsl.compile(g, backend="c")
+    except mdsl.CompileError as e:
+        assert "known only at run time" in str(e)
+        return
+    assert_matches_interpreter(case, exe(**case.inputs), mdsl.interpret(g, case.inputs))
+
+
 def test_op_table_runs_every_runnable_case():
     checked = sum(len(b) for b in BATCHES) + len(SYMBOLIC_CASES) + len(CONTROL_FLOW_CASES)
+    checked += len(DATA_DEPENDENT_CASES)
     assert checked + len(RUN_TIME_DIM_CASES) == len(RUNNABLE)
     assert len(RUN_TIME_DIM_CASES) <= 2  # If-dynamic-rows, While-growing-dim
     assert len(STATIC_CASES) > 250 and len(SYMBOLIC_CASES) > 20

@@ -74,14 +74,14 @@ def _gather(k: kir.Indexed, types: list[str]) -> list[str]:
 
 def _element_offset(p: dict) -> list[str]:
     """Lines computing `off` (the data offset of flat index position `f` over the index
-    shape, the axis left out) and the coordinates `c<d>`."""
+    shape, the axis left out) and the coordinates `pos<d>` (not `c<d>`: constants are named so)."""
     shape, strides, axis = p["index_shape"], p["data_strides"], p["axis"]
     lines = ["int64_t rem = f, off = 0;"]
     for d in reversed(range(len(shape))):
-        lines.append(f"const int64_t c{d} = rem % {shape[d]}; rem /= {shape[d]};")
+        lines.append(f"const int64_t pos{d} = rem % {shape[d]}; rem /= {shape[d]};")
         if d != axis:
-            lines.append(f"off += c{d} * {strides[d]};")
-    lines.append(f"(void)c{axis};")
+            lines.append(f"off += pos{d} * {strides[d]};")
+    lines.append(f"(void)pos{axis};")
     return lines
 
 

@@ -438,12 +438,14 @@ class VectorBody:
 
 
 class RowBody:
-    """A row kernel: per row, each phase streams the row through UB tiles."""
+    """A row kernel: per row, each phase streams the row through UB tiles, or (a resident
+    row) reads the tiles the row was loaded into once."""
 
     def __init__(self, k: RowKernel):
         self.k = k
+        self.resident = k.resident
         self.pool = _Pool()
-        self.members_scalars: list[str] = []  # per-row scalars (reductions, lets, scalar loads)
+        self.members_scalars: list[str] = []  # per-row state (reductions, lets, held tiles)
         self.tile_loads = [s for s in k.loads.values() if s.is_tile]
         self.scalar_loads = [s for s in k.loads.values() if not s.is_tile]
         self.row_stores = [p.stream for p in k.phases if isinstance(p, RowStorePhase)]
@@ -462,10 +464,70 @@ class RowBody:
         self.cvt = [s for s in self.tile_loads if s.dtype != DType.float32]
         self.cvt += [s for s in self.row_stores if s.dtype != DType.float32]
         self.tiles = {s.name: _f32_name(s) for s in self.tile_loads}
+        self.last_reader = {
+            name: i
+            for i, p in enumerate(k.phases)
+            if isinstance(p, (kir.Reduce, RowStorePhase))
+            for name in E.variables(p.value)
+        }
         self.reduces = False
+        # a resident row's operands shared by all rows; lines around the row loop
+        self.shared = [s for s in self.tile_loads if self.resident and not any(s.outer)]
+        self.block_before: list[str] = []
+        self.block_after: list[str] = []
+        if self.resident:
+            self._load_row()
         for i, phase in enumerate(k.phases):
             self._phase(i, phase)
+        if self.resident and any(s not in self.shared for s in self.tile_loads):
+            self.phase_lines.append("FreeRow();")
         self._buffers()
+
+    # -- a resident row: loaded once, held across the phases, freed at the end -------------------------
+    @staticmethod
+    def held(s: Stream) -> str:
+        return f"row_{s.name}_"
+
+    def _load_row(self) -> None:
+        """Per row: its tiles loaded once; operands shared by every row (outer strides 0:
+        layer norm's scale and bias) loaded once per block, before the first row."""
+        self.phase_lines += ["const uint32_t len = tiling_.rowLength;", "Locate(row, 0);"]
+        own = [s for s in self.tile_loads if s not in self.shared]
+        self._hold("Row", own)
+        self._hold("Shared", self.shared)
+        if own:
+            self.phase_lines.append("LoadRow(len);")
+        else:
+            self.phase_lines.append("(void)len;")
+        if self.shared:
+            self.block_before = ["Locate(range.first, 0);", "LoadShared(tiling_.rowLength);"]
+            self.block_after = ["FreeShared();"]
+
+    def _hold(self, what: str, loads: list[Stream]) -> None:
+        """Load{what}(len) copies `loads` in and holds their tiles; Free{what}() frees them."""
+        if not loads:
+            return
+        q = self.streams.queue
+        load = [x for s in loads for x in self.streams.copy_in(s)]
+        load += [f"{self.held(s)} = {q(s, False)}.DeQue<{CTYPES[s.dtype]}>();" for s in loads]
+        free = [f"{q(s, False)}.FreeTensor({self.held(s)});" for s in loads]
+        self.methods += method(f"void Load{what}(uint32_t len)", load)
+        self.methods += method(f"void Free{what}()", free)
+        self.members_scalars += [f"LocalTensor<{CTYPES[s.dtype]}> {self.held(s)};" for s in loads]
+
+    def _clobber(self, i: int, tiles: dict[str, str]) -> set[str]:
+        """Tiles phase `i` may overwrite: a streamed tile is read by this phase only; a held
+        float32 tile only by its last reader and if no later row reads it (half floats are
+        widened again per phase)."""
+        if not self.resident:
+            return set(tiles)
+        loads = {s.name: s for s in self.tile_loads}
+        return {
+            v
+            for v in tiles
+            if loads[v].dtype != DType.float32
+            or (self.last_reader.get(v) == i and loads[v] not in self.shared)
+        }
 
     # -- phases ----------------------------------------------------------------------------------------
     def _phase(self, i: int, phase) -> None:
@@ -497,11 +559,15 @@ class RowBody:
             raise NotVectorizable("a per-row scalar that is not a scalar expression")
         return result.text
 
-    def _tile_code(self, roots: dict[str, E.Expr], dests: dict[str, str]) -> VectorCode:
+    def _tile_code(self, i: int, roots: dict[str, E.Expr], dests: dict[str, str]) -> VectorCode:
         used = [v for r in roots.values() for v in E.variables(r)]
         tiles = {v: self.tiles[v] for v in used if v in self.tiles}
         code = compile_tiles(
-            roots, tiles=tiles, scalars=self.scalar_vars, destinations=dests, clobber=set(tiles)
+            roots,
+            tiles=tiles,
+            scalars=self.scalar_vars,
+            destinations=dests,
+            clobber=self._clobber(i, tiles),
         )
         self.temps = max(self.temps, code.temps)
         self.masks = max(self.masks, code.masks)
@@ -517,7 +583,7 @@ class RowBody:
         if phase.op not in ("sum", "max", "min") or phase.dtype not in COMPUTED[:3]:
             raise NotVectorizable(f"a {phase.op} reduction in {phase.dtype}")
         loads = self._loads_of(phase.value)
-        code = self._tile_code({"v": phase.value}, {})
+        code = self._tile_code(i, {"v": phase.value}, {})
         result = code.results["v"]
         self.reduces = True
         combine = {
@@ -546,18 +612,22 @@ class RowBody:
             "MdslSync<HardEvent::V_S>();",
             "const float part = red.GetValue(0);",
         ]
-        body += [f"{self.streams.queue(s, False)}.FreeTensor({s.name});" for s in loads]
+        body += self._free(loads)
         body.append("return part;")
-        self.methods += method(f"void CopyIn{i}(uint32_t len)", self._copy_in(loads))
+        if not self.resident:
+            self.methods += method(f"void CopyIn{i}(uint32_t len)", self._copy_in(loads))
         self.methods += method(f"float Compute{i}(uint32_t len)", body)
         self.members_scalars.append(f"float {phase.var} = 0.0f;")
-        self.phase_lines += _tile_loop(
-            [
-                f"CopyIn{i}(len);",
-                f"const float part = Compute{i}(len);",
-                f"{phase.var} = tile == 0 ? part : {combine.format(acc=phase.var)};",
-            ]
-        )
+        if self.resident:
+            self.phase_lines.append(f"{phase.var} = Compute{i}(len);")
+        else:
+            self.phase_lines += _tile_loop(
+                [
+                    f"CopyIn{i}(len);",
+                    f"const float part = Compute{i}(len);",
+                    f"{phase.var} = tile == 0 ? part : {combine.format(acc=phase.var)};",
+                ]
+            )
         self.scalar_vars[phase.var] = phase.var
 
     def _row_store(self, i: int, phase: RowStorePhase) -> None:
@@ -565,18 +635,22 @@ class RowBody:
         if s.inner == 0:
             raise NotVectorizable("a row output with stride 0 along the row")
         loads = self._loads_of(phase.value)
-        code = self._tile_code({s.name: phase.value}, {s.name: _f32_name(s)})
+        code = self._tile_code(i, {s.name: phase.value}, {s.name: _f32_name(s)})
         body = self._dequeue(loads, code, output=s)
         if s.dtype != DType.float32:
             body.append(_narrow(s))
         body.append(f"{self.streams.queue(s, True)}.EnQue({s.name});")
-        body += [f"{self.streams.queue(x, False)}.FreeTensor({x.name});" for x in loads]
-        self.methods += method(f"void CopyIn{i}(uint32_t len)", self._copy_in(loads))
+        body += self._free(loads)
+        if not self.resident:
+            self.methods += method(f"void CopyIn{i}(uint32_t len)", self._copy_in(loads))
         self.methods += method(f"void Compute{i}(uint32_t len)", body)
         self.methods += method(f"void CopyOut{i}(uint32_t len)", self.streams.copy_out(s))
-        self.phase_lines += _tile_loop(
-            [f"CopyIn{i}(len);", f"Compute{i}(len);", f"CopyOut{i}(len);"]
-        )
+        if self.resident:
+            self.phase_lines += [f"Compute{i}(len);", f"CopyOut{i}(len);"]
+        else:
+            self.phase_lines += _tile_loop(
+                [f"CopyIn{i}(len);", f"Compute{i}(len);", f"CopyOut{i}(len);"]
+            )
 
     def _scalar_store(self, phase: ScalarStorePhase) -> None:
         s = phase.stream
@@ -593,6 +667,12 @@ class RowBody:
             "}",
         ]
 
+    def _free(self, loads: list[Stream]) -> list[str]:
+        """A streamed phase frees its input tiles; a held row is freed by FreeRow()."""
+        if self.resident:
+            return []
+        return [f"{self.streams.queue(s, False)}.FreeTensor({s.name});" for s in loads]
+
     def _copy_in(self, loads: list[Stream]) -> list[str]:
         lines = [x for s in loads for x in self.streams.copy_in(s)]
         return lines or ["(void)len;"]
@@ -604,9 +684,8 @@ class RowBody:
         q = self.streams.queue
         lines = ["const uint32_t calcLen = MdslAlignUp(len, ALIGN);"]
         for s in loads:
-            lines.append(
-                f"LocalTensor<{CTYPES[s.dtype]}> {s.name} = {q(s, False)}.DeQue<{CTYPES[s.dtype]}>();"
-            )
+            source = self.held(s) if self.resident else f"{q(s, False)}.DeQue<{CTYPES[s.dtype]}>()"
+            lines.append(f"LocalTensor<{CTYPES[s.dtype]}> {s.name} = {source};")
         used = {s.name for s in loads} | ({output.name} if output else set())
         lines += [
             f"LocalTensor<float> f_{s.name} = cvtBuf_.Get<float>()[{i} * tiling_.tileLength];"

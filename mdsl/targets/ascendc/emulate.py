@@ -58,6 +58,7 @@ _FFI.cdef(
                             uint32_t features);
     void mdsl_emu_register(const void *p, uint64_t bytes, const char *name);
     void mdsl_emu_clear(void);
+    uint64_t mdsl_emu_gm_traffic(const char *kernel);
     size_t mdsl_emu_arena_bytes(void);
     size_t mdsl_emu_workspace_bytes(void);
     size_t mdsl_emu_tiling_bytes(void);
@@ -167,6 +168,7 @@ extern "C" int mdsl_emu_run(void *const *inputs, void *const *outputs, const voi
                             uint8_t *arena, uint8_t *workspace, uint8_t *tiling,
                             mdsl_host_fallback_t fallback) {
     g_mdsl_emu_error.clear();
+    mdsl_emu::ClearGmTraffic();
     try {
         return PREFIX_run(inputs, outputs, consts, arena, workspace, tiling, nullptr, fallback);
     } catch (const mdsl_emu::Error &e) {
@@ -189,6 +191,7 @@ extern "C" void mdsl_emu_register(const void *p, uint64_t bytes, const char *nam
     mdsl_emu::RegisterGm(p, bytes, name);
 }
 extern "C" void mdsl_emu_clear(void) { mdsl_emu::ClearGm(); }
+extern "C" uint64_t mdsl_emu_gm_traffic(const char *kernel) { return mdsl_emu::gmTraffic()[kernel]; }
 extern "C" size_t mdsl_emu_arena_bytes(void) { return PREFIX_arena_bytes(); }
 extern "C" size_t mdsl_emu_workspace_bytes(void) { return PREFIX_workspace_bytes(); }
 extern "C" size_t mdsl_emu_tiling_bytes(void) { return PREFIX_tiling_bytes(); }
@@ -254,6 +257,8 @@ class Emulator:
             feature_bits(soc),
         )
         self._host = [pk.kernel for pk in project.host_kernels]
+        # kernel name -> global-memory bytes it moved in the last run (through GlobalTensor)
+        self.gm_traffic: dict[str, int] = {}
 
     # -- running -----------------------------------------------------------------------------
     def run(self, feeds) -> dict[str, np.ndarray]:
@@ -293,6 +298,10 @@ class Emulator:
             )
             message = _FFI.string(self.lib.mdsl_emu_error()).decode()
             self.lib.mdsl_emu_clear()
+            self.gm_traffic = {
+                pk.name: int(self.lib.mdsl_emu_gm_traffic(pk.name.encode()))
+                for pk in self.project.device_kernels
+            }
         if error:
             raise error[0]
         if status != 0:

@@ -73,7 +73,11 @@ class VectorKernel:
 
 @dataclass(slots=True)
 class RowKernel:
-    """for each outer index: phases over the row (`kir.Reduce`, `kir.Let`, and stores)."""
+    """for each outer index: phases over the row (`kir.Reduce`, `kir.Let`, and stores).
+
+    `resident`: the whole row stays in the Unified Buffer across the phases (read from GM
+    once); otherwise every phase streams it through UB tiles again. The planner sets it
+    when the row fits."""
 
     name: str
     nodes: list[kir.NodeRef]
@@ -81,6 +85,7 @@ class RowKernel:
     row_length: int
     loads: dict[str, Stream]
     phases: list  # kir.Reduce | kir.Let | RowStorePhase | ScalarStorePhase
+    resident: bool = False
 
     @property
     def rows(self) -> int:

@@ -282,7 +282,7 @@ class _Planner:
             return PlannedKernel(a, body, tiling, origin, body.notes, tiling.notes)
         if isinstance(a, RowKernel):
             self.check_row_dtypes(a, nodes)
-            body = RowBody(a)
+            a, body = self.row_body(a)
             tiling = self.rows(a.name, nodes, a.rows, a.row_length, body.resources(), cores)
             return PlannedKernel(a, body, tiling, origin, [], tiling.notes)
         if isinstance(a, MatmulKernel):
@@ -290,6 +290,20 @@ class _Planner:
         if isinstance(a, Im2colKernel):
             return self.tile_im2col(a, origin, nodes)
         raise TypeError(f"unknown AscendC kernel {a!r}")
+
+    def row_body(self, a: RowKernel) -> tuple[RowKernel, RowBody]:
+        """A row that fits in the UB stays there across the phases (read from GM once);
+        a longer row, or a forced tile length, streams through tiles in every phase."""
+        if self.forced_tile(a.name) is None:
+            held = dataclasses.replace(a, resident=True)
+            body = RowBody(held)
+            r = body.resources()
+            if (
+                r.fixed_bytes + r.bytes_per_element * align_up(a.row_length, r.align)
+                <= self.soc.ub_bytes
+            ):
+                return held, body
+        return a, RowBody(a)
 
     def rows(self, name, nodes, rows, row_length, resources, cores=None, soc=None) -> RowTiling:
         tiling = plan_rows(

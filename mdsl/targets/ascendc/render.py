@@ -241,6 +241,13 @@ def render_row(
         members=members,
         align=body.align,
         phase_lines=["LoadRowScalars(row);", *body.phase_lines],
+        block_before=body.block_before,
+        block_after=body.block_after,
+        phase_comment=(
+            "the row is read from GM once and stays in UB for all of them"
+            if body.resident
+            else "each streams the row through UB tiles"
+        ),
         entry_lines=_entry_lines(ctx["cls"], ctx["tiling_type"], sig["buffers"]),
     )
     return env.get_template("row_kernel.cpp.j2").render(ctx, **(entry or {}))
@@ -397,6 +404,7 @@ def host_tiling_context(pk: PlannedKernel, forced: dict[str, int], soc: SocSpec)
             align=r.align,
             split="true" if r.split_rows else "false",
             forced=forced.get(k.name, 0),
+            resident=getattr(k, "resident", False),
             # strided stores go through the data cache: one core, no shared cache lines
             cores="1" if scatters(k) else "platform.GetCoreNumAiv()",
         )

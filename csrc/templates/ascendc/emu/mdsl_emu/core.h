@@ -158,6 +158,16 @@ inline void RegisterGm(const void *ptr, uint64_t bytes, const std::string &name)
 
 inline void ClearGm() { gmRegions().clear(); }
 
+/* global-memory bytes each kernel moved through GlobalTensor (DataCopy, DataCopyPad,
+ * GetValue, SetValue) since the last ClearGmTraffic: the measured side of the README's
+ * GM-bytes estimate */
+inline std::map<std::string, uint64_t> &gmTraffic() {
+    static std::map<std::string, uint64_t> traffic;
+    return traffic;
+}
+
+inline void ClearGmTraffic() { gmTraffic().clear(); }
+
 inline void CheckGm(const char *api, const void *ptr, uint64_t bytes) {
     auto &regions = gmRegions();
     if (regions.empty() || bytes == 0) return;  // nothing registered: unchecked (host tests)
@@ -165,7 +175,10 @@ inline void CheckGm(const char *api, const void *ptr, uint64_t bytes) {
     auto it = regions.upper_bound(p);
     if (it != regions.begin()) {
         --it;
-        if (p >= it->first && p + bytes <= it->first + it->second.bytes) return;
+        if (p >= it->first && p + bytes <= it->first + it->second.bytes) {
+            gmTraffic()[block().kernel] += bytes;
+            return;
+        }
         if (p >= it->first && p < it->first + it->second.bytes) {
             std::ostringstream os;
             os << "global memory access of " << bytes << " bytes at offset " << (p - it->first)

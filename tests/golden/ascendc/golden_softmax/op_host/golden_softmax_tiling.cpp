@@ -27,9 +27,12 @@ uint64_t UbBytes(const platform_ascendc::PlatformAscendC &platform)
 uint32_t Tiling_k4_mul_softmax(const platform_ascendc::PlatformAscendC &platform, K4MulSoftmaxTilingData &tiling)
 {
     MdslRowPlan plan;
-    if (!MdslPlanRows(4, 50, 17, 64, 8, false, 0,
+    if (!MdslPlanRows(4, 50, 21, 64, 8, false, 0,
                       platform.GetCoreNumAiv(), UbBytes(platform), plan)) {
         return 0;
+    }
+    if (plan.tilesPerRow != 1) {
+        return 0;  /* the kernel holds a whole row in UB: this device's UB is too small */
     }
     tiling.set_rows(plan.rows);
     tiling.set_rowLength(plan.rowLength);

@@ -19,6 +19,7 @@ public:
         gm_out0.SetGlobalBuffer((__gm__ float *)out0, 200);
         pipe_.InitBuffer(inQueue_ld0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
         pipe_.InitBuffer(outQueue_st0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
+        pipe_.InitBuffer(calcBuf_, 1 * tiling_.tileLength * 4);
         pipe_.InitBuffer(redBuf_, 32);
         pipe_.InitBuffer(workBuf_, MdslAlignUp((tiling_.tileLength + 63) / 64 * 2, 8) * sizeof(float));
     }
@@ -34,32 +35,19 @@ public:
 private:
     static constexpr uint32_t ALIGN = 8;  // tile alignment in elements
 
-    /* the phases of one row, in order; each streams the row through UB tiles */
+    /* the phases of one row, in order; the row is read from GM once and stays in UB for all of them */
     __aicore__ inline void ProcessRow(uint32_t row)
     {
         LoadRowScalars(row);
-        for (uint32_t tile = 0; tile < tiling_.tilesPerRow; ++tile) {
-            const uint32_t len = tile + 1 == tiling_.tilesPerRow ? tiling_.tailLength : tiling_.tileLength;
-            Locate(row, static_cast<uint64_t>(tile) * tiling_.tileLength);
-            CopyIn0(len);
-            const float part = Compute0(len);
-            r1 = tile == 0 ? part : MdslMax(r1, part);
-        }
-        for (uint32_t tile = 0; tile < tiling_.tilesPerRow; ++tile) {
-            const uint32_t len = tile + 1 == tiling_.tilesPerRow ? tiling_.tailLength : tiling_.tileLength;
-            Locate(row, static_cast<uint64_t>(tile) * tiling_.tileLength);
-            CopyIn1(len);
-            const float part = Compute1(len);
-            r2 = tile == 0 ? part : r2 + part;
-        }
+        const uint32_t len = tiling_.rowLength;
+        Locate(row, 0);
+        LoadRow(len);
+        r1 = Compute0(len);
+        r2 = Compute1(len);
         s3 = (1.0f / r2);
-        for (uint32_t tile = 0; tile < tiling_.tilesPerRow; ++tile) {
-            const uint32_t len = tile + 1 == tiling_.tilesPerRow ? tiling_.tailLength : tiling_.tileLength;
-            Locate(row, static_cast<uint64_t>(tile) * tiling_.tileLength);
-            CopyIn3(len);
-            Compute3(len);
-            CopyOut3(len);
-        }
+        Compute3(len);
+        CopyOut3(len);
+        FreeRow();
     }
 
     __aicore__ inline void Locate(uint64_t row, uint64_t col)
@@ -75,68 +63,59 @@ private:
         const uint64_t o0 = row;
     }
 
-    __aicore__ inline void CopyIn0(uint32_t len)
+    __aicore__ inline void LoadRow(uint32_t len)
     {
         LocalTensor<float> ld0 = inQueue_ld0_.AllocTensor<float>();
         MdslCopyIn(ld0, gm_in0[base_ld0_], len);
         inQueue_ld0_.EnQue(ld0);
+        row_ld0_ = inQueue_ld0_.DeQue<float>();
+    }
+
+    __aicore__ inline void FreeRow()
+    {
+        inQueue_ld0_.FreeTensor(row_ld0_);
     }
 
     __aicore__ inline float Compute0(uint32_t len)
     {
         const uint32_t calcLen = MdslAlignUp(len, ALIGN);
-        LocalTensor<float> ld0 = inQueue_ld0_.DeQue<float>();
-        Muls(ld0, ld0, 0.125f, calcLen);
+        LocalTensor<float> ld0 = row_ld0_;
+        LocalTensor<float> tmp0 = calcBuf_.Get<float>()[0 * tiling_.tileLength];
+        Muls(tmp0, ld0, 0.125f, calcLen);
         LocalTensor<float> red = redBuf_.Get<float>();
         LocalTensor<float> work = workBuf_.Get<float>();
-        ReduceMax<float>(red, ld0, work, len);
+        ReduceMax<float>(red, tmp0, work, len);
         MdslSync<HardEvent::V_S>();
         const float part = red.GetValue(0);
-        inQueue_ld0_.FreeTensor(ld0);
         return part;
-    }
-
-    __aicore__ inline void CopyIn1(uint32_t len)
-    {
-        LocalTensor<float> ld0 = inQueue_ld0_.AllocTensor<float>();
-        MdslCopyIn(ld0, gm_in0[base_ld0_], len);
-        inQueue_ld0_.EnQue(ld0);
     }
 
     __aicore__ inline float Compute1(uint32_t len)
     {
         const uint32_t calcLen = MdslAlignUp(len, ALIGN);
-        LocalTensor<float> ld0 = inQueue_ld0_.DeQue<float>();
-        Muls(ld0, ld0, 0.125f, calcLen);
-        Adds(ld0, ld0, -(r1), calcLen);
-        Exp(ld0, ld0, calcLen);
+        LocalTensor<float> ld0 = row_ld0_;
+        LocalTensor<float> tmp0 = calcBuf_.Get<float>()[0 * tiling_.tileLength];
+        Muls(tmp0, ld0, 0.125f, calcLen);
+        Adds(tmp0, tmp0, -(r1), calcLen);
+        Exp(tmp0, tmp0, calcLen);
         LocalTensor<float> red = redBuf_.Get<float>();
         LocalTensor<float> work = workBuf_.Get<float>();
-        ReduceSum<float>(red, ld0, work, len);
+        ReduceSum<float>(red, tmp0, work, len);
         MdslSync<HardEvent::V_S>();
         const float part = red.GetValue(0);
-        inQueue_ld0_.FreeTensor(ld0);
         return part;
-    }
-
-    __aicore__ inline void CopyIn3(uint32_t len)
-    {
-        LocalTensor<float> ld0 = inQueue_ld0_.AllocTensor<float>();
-        MdslCopyIn(ld0, gm_in0[base_ld0_], len);
-        inQueue_ld0_.EnQue(ld0);
     }
 
     __aicore__ inline void Compute3(uint32_t len)
     {
         const uint32_t calcLen = MdslAlignUp(len, ALIGN);
-        LocalTensor<float> ld0 = inQueue_ld0_.DeQue<float>();
+        LocalTensor<float> ld0 = row_ld0_;
         LocalTensor<float> st0 = outQueue_st0_.AllocTensor<float>();
         Muls(ld0, ld0, 0.125f, calcLen);
         Adds(ld0, ld0, -(r1), calcLen);
         Exp(ld0, ld0, calcLen);
         Muls(st0, ld0, s3, calcLen);
         outQueue_st0_.EnQue(st0);
-        inQueue_ld0_.FreeTensor(ld0);
     }
 
     __aicore__ inline void CopyOut3(uint32_t len)
@@ -152,10 +131,12 @@ private:
     GlobalTensor<float> gm_out0;
     TQue<QuePosition::VECIN, BUFFER_NUM> inQueue_ld0_;
     TQue<QuePosition::VECOUT, BUFFER_NUM> outQueue_st0_;
+    TBuf<TPosition::VECCALC> calcBuf_;
     TBuf<TPosition::VECCALC> redBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     int64_t base_ld0_ = 0;
     int64_t base_st0_ = 0;
+    LocalTensor<float> row_ld0_;
     float r1 = 0.0f;
     float r2 = 0.0f;
     float s3 = 0;

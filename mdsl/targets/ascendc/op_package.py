@@ -20,26 +20,33 @@ writes what `msopgen` would scaffold, filled in:
 
 `g` is the op's example: a graph whose inputs are the op's inputs (same names, the shapes
 the kernel is generated for) and whose outputs are the op's outputs; when it holds one node
-of a custom op, the OpDef takes that op's type, input/output names and attrs. Golden
+of a custom op, the OpDef takes that op's type, input/output names and attrs, and the
+package covers every dtype combination the proto allows and mdsl can generate (each is one
+entry of the OpDef's DataType lists, one binary of the op build and one test case; the
+kernel source picks its combination from the build's `ORIG_DTYPE_<INPUT>` macros). Golden
 outputs come from the op's Python ("python") binding when it has one, else from
 `mdsl.interpret`. The op must lower to one device kernel (one op, one kernel launch).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import CompileError
+from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.targets.ascendc.project import AscendcProject, build_project
 from mdsl.targets.ascendc.render import (
     CTYPES,
     MatmulKernel,
+    PlannedKernel,
     _signature,
     environment,
     host_tiling_context,
@@ -61,6 +68,7 @@ GE_TYPES = {
     DType.bool_: "ge::DT_BOOL",
 }
 ATTR_TYPES = {"bool": "Bool", "int": "Int", "float": "Float", "str": "String"}
+MAX_COMBINATIONS = 64  # dtype combinations tried per op (the product of its inputs' sets)
 COMPUTE_UNITS = {"220": "ascend910b", "200": "ascend310p"}
 
 
@@ -167,32 +175,27 @@ def build_op_package(
     specs = [SocSpec.named(s) if isinstance(s, str) else s for s in socs]
     if not specs:
         raise CompileError("an op package needs at least one SoC (socs=)")
-    projects = [build_project(g, shapes=shapes, soc=s) for s in specs]
-    project = projects[0]
-    _require_one_kernel(project, g)
-    op = interface(g, project, op_type)
-    pk = project.device_kernels[0]
+    variants, skipped = op_variants(g, specs, shapes, op_type)
+    pk, op = variants[0].kernel, variants[0].op
     pad = all(s.has("DataCopyPad") for s in specs)
     env = environment()
     files: dict[str, str | bytes] = {}
-    files[f"op_kernel/{op.snake}.cpp"] = _kernel(env, project, pk, op)
+    files[f"op_kernel/{op.snake}.cpp"] = _kernel_source(env, variants)
     files["op_kernel/mdsl_kernel_common.h"] = env.get_template("kernel_common.h.j2").render(
         graph_name=g.name, stem=op.snake, prefix=op.snake, soc=specs[0].name, pad_copies=pad
     )
-    tiling_ctx = {
-        **host_tiling_context(pk, project.forced, specs[0]),
-        "fields": tiling_fields(pk),
-        "op": op.op_type,
-    }
+    tilings = [_tiling_context(v, specs[0], len(variants) > 1) for v in variants]
     common = {"graph_name": g.name, "stem": op.snake, "prefix": op.snake}
+    # one tiling class for every combination, one tiling function each
+    declared = [tilings[0], *({**t, "define": False} for t in tilings[1:])]
     files[f"op_host/{op.snake}_tiling.h"] = env.get_template("tiling.h.j2").render(
-        common, kernels=[tiling_ctx]
+        common, kernels=declared
     )
     files[f"op_host/{op.snake}_kernel_tiling.cpp"] = env.get_template("host_tiling.cpp.j2").render(
-        common, kernels=[tiling_ctx]
+        common, kernels=tilings
     )
     files["op_host/mdsl_tiling.h"] = env.get_template("mdsl_tiling.h.j2").render(common)
-    files[f"op_host/{op.snake}.cpp"] = _op_host(env, op, pk, project, specs, infer_shape)
+    files[f"op_host/{op.snake}.cpp"] = _op_host(env, variants, tilings, specs, infer_shape)
     ctx = {
         "op": op,
         "snake": op.snake,
@@ -201,11 +204,116 @@ def build_op_package(
         "graph_name": g.name,
         "kernel": pk.name,
         "nodes": [n.op_type for n in pk.kernel.nodes],
+        "combinations": [v.describe() for v in variants],
+        "skipped": skipped,
     }
     for name in ("CMakeLists.txt", "CMakePresets.json", "build.sh", "README.md"):
         files[name] = env.get_template(f"op_package/{name}.j2").render(ctx)
-    files.update(_test_case(g, op, feeds, seed))
+    files.update(_test_cases(variants, feeds, seed))
     return dict(sorted(files.items()))
+
+
+# -- dtype combinations ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Variant:
+    """One dtype combination of the op: its example graph, project, kernel and interface."""
+
+    graph: Graph
+    project: AscendcProject
+    kernel: PlannedKernel
+    op: OpInterface
+
+    @property
+    def tag(self) -> str:
+        """The input dtypes, as file-name suffixes and host function names take them."""
+        return "_".join(p.dtype.value for p in self.op.inputs)
+
+    def describe(self) -> str:
+        params = [*self.op.inputs, *self.op.outputs]
+        return ", ".join(f"{p.name} {p.dtype.value}" for p in params)
+
+
+def op_variants(g: Graph, specs, shapes=None, op_type=None) -> tuple[list[Variant], list[str]]:
+    """The example's dtype combination, then every other one its custom op's proto allows
+    that lowers to the same kind of kernel on every SoC; and why the others are left out."""
+    example = _variant(g, specs, shapes, op_type, None)
+    variants, skipped = [example], []
+    for dtypes, other in _retyped(g):
+        try:
+            variants.append(_variant(other, specs, shapes, op_type, example))
+        except CompileError as e:
+            described = ", ".join(f"{n} {d.value}" for n, d in dtypes.items())
+            skipped.append(f"{described}: {str(e).splitlines()[0]}")
+    return variants, skipped
+
+
+def _variant(g: Graph, specs, shapes, op_type, example: Variant | None) -> Variant:
+    projects = [build_project(g, shapes=shapes, soc=s) for s in specs]  # every SoC takes it
+    project = projects[0]
+    _require_one_kernel(project, g)
+    pk = project.device_kernels[0]
+    op = interface(g, project, op_type)
+    if example is not None:  # the kernel of the same name, class and tiling struct
+        if tiling_fields(pk) != tiling_fields(example.kernel):
+            raise CompileError("it lowers to another kind of kernel than the example")
+        renamed = dataclasses.replace(pk.kernel, name=example.kernel.name)
+        pk = dataclasses.replace(pk, kernel=renamed)
+    return Variant(g, project, pk, op)
+
+
+def _retyped(g: Graph) -> list[tuple[dict, Graph]]:
+    """The example graph for every other dtype combination of its custom op's inputs (from
+    the proto's dtype sets; what its InferShape refuses is no combination)."""
+    found = _custom_node(g)
+    if found is None:
+        return []
+    node, opdef = found
+    if any(s.variadic for s in opdef.inputs) or any(
+        t is None or t.name not in g.inputs for t in node.inputs
+    ):
+        return []
+    names = [t.name for t in node.inputs]
+    choices = [
+        sorted(slot.allowed & GE_TYPES.keys(), key=lambda d: d.value)
+        for slot, _ in zip(opdef.inputs, node.inputs)
+    ]
+    if math.prod(len(c) for c in choices) > MAX_COMBINATIONS:
+        return []
+    example = tuple(g.inputs[n].dtype for n in names)
+    graphs = []
+    for combo in itertools.product(*choices):
+        if combo == example:
+            continue
+        dtypes = dict(zip(names, combo))
+        try:
+            graphs.append((dtypes, _rebuild(g, node, opdef, dtypes)))
+        except MdslError:
+            continue
+    return graphs
+
+
+def _rebuild(g: Graph, node, opdef, dtypes: dict) -> Graph:
+    """`g` (one node of a custom op) with inputs of `dtypes`."""
+    from mdsl.ops.apply import apply_op
+
+    with Graph(g.name) as other:
+        inputs = {n: other.input(n, t.shape, dtypes[n]) for n, t in g.inputs.items()}
+        outs = apply_op(opdef, [inputs[t.name] for t in node.inputs], dict(node.attrs))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for name, out in zip(g.outputs, outs):
+            other.output(out, name)
+    return other
+
+
+def _tiling_context(v: Variant, soc: SocSpec, several: bool) -> dict:
+    ctx = {
+        **host_tiling_context(v.kernel, v.project.forced, soc),
+        "fields": tiling_fields(v.kernel),
+        "op": v.op.op_type,
+    }
+    if several:  # one host tiling function per combination
+        ctx["name"] = f"{v.kernel.name}_{v.tag}"
+    return ctx
 
 
 def _require_one_kernel(project: AscendcProject, g: Graph) -> None:
@@ -225,6 +333,34 @@ def _require_one_kernel(project: AscendcProject, g: Graph) -> None:
             f"the kernel of {g.name!r} reads constants ({names}); an op takes every tensor "
             "as an input: make them graph inputs"
         )
+
+
+def _kernel_source(env, variants: list[Variant]) -> str:
+    """The kernel of one combination, or of each behind the op build's ORIG_DTYPE_<INPUT>
+    macros (one binary per combination)."""
+    if len(variants) == 1:
+        v = variants[0]
+        return _kernel(env, v.project, v.kernel, v.op)
+    inputs = [p.name.upper() for p in variants[0].op.inputs]
+    lines = [
+        f"/* {variants[0].op.op_type}: one kernel per dtype combination of its OpDef; the op build",
+        " * compiles one binary per combination with ORIG_DTYPE_<INPUT> defined. The DT_ codes",
+        " * come from kernel_operator.h: included first, or every DT_ would read as 0 below */",
+        '#include "mdsl_kernel_common.h"',
+    ]
+    lines += [
+        f'#if !defined(ORIG_DTYPE_{n}) || !defined(DT_FLOAT16)\n#error "ORIG_DTYPE_{n} is set by the op build"\n#endif'
+        for n in inputs
+    ]
+    for i, v in enumerate(variants):
+        cond = " && ".join(
+            f"ORIG_DTYPE_{p.name.upper()} == {GE_TYPES[p.dtype].removeprefix('ge::')}"
+            for p in v.op.inputs
+        )
+        lines += [f"{'#if' if i == 0 else '#elif'} {cond}  /* {v.describe()} */", ""]
+        lines.append(_kernel(env, v.project, v.kernel, v.op))
+    lines += ["#else", '#error "a dtype combination the OpDef does not list"', "#endif", ""]
+    return "\n".join(lines)
 
 
 def _kernel(env, project: AscendcProject, pk, op: OpInterface) -> str:
@@ -257,7 +393,9 @@ def _kernel(env, project: AscendcProject, pk, op: OpInterface) -> str:
     return render_kernel(env, plan, pk, project.graph.name, op.snake, project.soc, entry)
 
 
-def _op_host(env, op: OpInterface, pk, project, specs, infer_shape) -> str:
+def _op_host(env, variants: list[Variant], tilings: list[dict], specs, infer_shape) -> str:
+    first = variants[0]
+    op, pk, project = first.op, first.kernel, first.project
     rules = []
     where = f"op_host/{op.snake}.cpp"
     for i, out in enumerate(op.outputs):
@@ -271,17 +409,38 @@ def _op_host(env, op: OpInterface, pk, project, specs, infer_shape) -> str:
         }
         for a in op.attrs
     ]
-    user_ws = project.user_workspace_bytes
+
+    def types(index: int, role: str) -> str:
+        return ", ".join(GE_TYPES[getattr(v.op, role)[index].dtype] for v in variants)
+
+    def matches(v: Variant, read: str) -> str:
+        return " && ".join(
+            f"{read.format(i)} == {GE_TYPES[p.dtype]}" for i, p in enumerate(v.op.inputs)
+        )
+
+    combinations = [
+        {
+            "tiling": t["name"],
+            "tiling_test": matches(v, "InputType(context, {})"),
+            "infer_test": matches(v, "context->GetInputDataType({})"),
+            "outputs": [GE_TYPES[p.dtype] for p in v.op.outputs],
+            "describe": v.describe(),
+        }
+        for v, t in zip(variants, tilings)
+    ]
     return env.get_template("op_package/op_host.cpp.j2").render(
         op=op,
         snake=op.snake,
-        ge_types=GE_TYPES,
+        inputs=[(p, types(i, "inputs")) for i, p in enumerate(op.inputs)],
+        outputs=[(p, types(i, "outputs")) for i, p in enumerate(op.outputs)],
+        formats=", ".join(["ge::FORMAT_ND"] * len(variants)),
+        combinations=combinations,
         attrs=attrs,
         infer_rules=rules,
         kernel=pk.name,
         tiling_type=f"{_camel(pk.name)}TilingData",
         matmul=isinstance(pk.kernel, MatmulKernel),
-        user_workspace=user_ws,
+        user_workspace=project.user_workspace_bytes,
         units=sorted({COMPUTE_UNITS[s.family] for s in specs}),
         graph_name=project.graph.name,
     )
@@ -344,27 +503,46 @@ def reference_outputs(g: Graph, feeds: dict) -> dict[str, np.ndarray]:
     return mdsl.interpret(g, feeds)
 
 
-def _test_case(g: Graph, op: OpInterface, feeds, seed: int) -> dict[str, str | bytes]:
+def data_file(role: str, name: str, tag: str = "") -> str:
+    """Where a case's data sit: testcases/data/<role>_<name>[_<dtypes>].bin (the example's
+    combination without the dtype suffix)."""
+    return f"data/{role}_{name}{'_' + tag if tag else ''}.bin"
+
+
+def _test_cases(variants: list[Variant], feeds, seed: int) -> dict[str, str | bytes]:
+    """One msOpST case per dtype combination, golden outputs from the reference."""
+    files: dict[str, str | bytes] = {}
+    cases = []
+    for i, v in enumerate(variants):
+        given = feeds if i == 0 and feeds is not None else None
+        case, data = _test_case(v.graph, v.op, given, seed, v.tag if i else "", i + 1)
+        cases.append(case)
+        files.update(data)
+    files[f"testcases/{variants[0].op.op_type}.json"] = json.dumps(cases, indent=4) + "\n"
+    return files
+
+
+def _test_case(g: Graph, op: OpInterface, feeds, seed: int, tag: str, number: int):
     feeds = dict(feeds) if feeds is not None else example_feeds(op, seed)
     outputs = reference_outputs(g, feeds)
     files: dict[str, str | bytes] = {}
     for p in op.inputs:
-        files[f"testcases/data/input_{p.name}.bin"] = _raw(feeds[p.name], p.dtype)
+        files[f"testcases/{data_file('input', p.name, tag)}"] = _raw(feeds[p.name], p.dtype)
     for p in op.outputs:
-        files[f"testcases/data/output_{p.name}.bin"] = _raw(outputs[p.name], p.dtype)
+        files[f"testcases/{data_file('output', p.name, tag)}"] = _raw(outputs[p.name], p.dtype)
 
     def desc(p: Param, role: str) -> dict:
         d = {"name": p.name, "format": ["ND"], "type": [ST_TYPES[p.dtype]], "shape": list(p.shape)}
         if role == "input":
             d["data_distribute"] = ["uniform"]
             d["value_range"] = [[-1.0, 1.0]]
-            d["data_file"] = f"data/input_{p.name}.bin"
+            d["data_file"] = data_file("input", p.name, tag)
         else:
-            d["golden_file"] = f"data/output_{p.name}.bin"
+            d["golden_file"] = data_file("output", p.name, tag)
         return d
 
     case = {
-        "case_name": f"Test_{op.op_type}_001",
+        "case_name": f"Test_{op.op_type}_{number:03d}",
         "op": op.op_type,
         "input_desc": [desc(p, "input") for p in op.inputs],
         "output_desc": [desc(p, "output") for p in op.outputs],
@@ -374,8 +552,7 @@ def _test_case(g: Graph, op: OpInterface, feeds, seed: int) -> dict[str, str | b
             {"name": a.name, "type": a.kind, "value": a.value if a.value is not None else a.default}
             for a in op.attrs
         ]
-    files[f"testcases/{op.op_type}.json"] = json.dumps([case], indent=4) + "\n"
-    return files
+    return case, files
 
 
 def _raw(value: np.ndarray, dtype: DType) -> bytes:
@@ -387,4 +564,13 @@ def read_raw(data: bytes, dtype: DType, shape) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype.np).reshape(shape)
 
 
-__all__ = ["CTYPES", "build_op_package", "read_raw", "reference_outputs", "snake"]
+__all__ = [
+    "CTYPES",
+    "Variant",
+    "build_op_package",
+    "data_file",
+    "op_variants",
+    "read_raw",
+    "reference_outputs",
+    "snake",
+]

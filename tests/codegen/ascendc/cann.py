@@ -151,13 +151,14 @@ def restore_links(root: Path) -> Path:
 CHECKED = (".cpp", ".h", ".hpp", "CMakePresets.json")  # what check_ascendc.sh reads
 
 
-def check_files(files: dict[str, str | bytes], socs: str) -> CheckResult:
+def check_files(files: dict[str, str | bytes], socs: str, kernel_flags: str = "") -> CheckResult:
     """`check_ascendc.sh` over a project given as {relative path: text}, for `socs`
-    ("220", "200" or "220,200"); cached by the content of the files it reads."""
+    ("220", "200" or "220,200"), with `kernel_flags` added to every kernel compile (after
+    the op build's own defines); cached by the content of the files it reads."""
     cann = require()
     files = {name: text for name, text in files.items() if name.endswith(CHECKED)}
     h = hashlib.sha256()
-    for part in (socs, str(cann.root), cann.script.read_text()):
+    for part in (socs, str(cann.root), cann.script.read_text(), kernel_flags):
         h.update(part.encode() + b"\0")
     for name in sorted(files):
         text = files[name]
@@ -174,6 +175,7 @@ def check_files(files: dict[str, str | bytes], socs: str) -> CheckResult:
             else:
                 path.write_text(text)
         env = {**os.environ, "ASCEND_HOME_PATH": str(cann.root), "JOBS": "2", "ERRLINES": "6"}
+        env["ASCENDC_CHECK_KERNEL_FLAGS"] = kernel_flags
         done = subprocess.run(
             ["bash", str(cann.script), tmp, socs],
             capture_output=True,

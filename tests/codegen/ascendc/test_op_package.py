@@ -6,6 +6,9 @@ QLinearMatMul-style scaled matmul (written as small graphs). Each passes the rea
 check the way CANN's op build compiles it (OpDef/tiling/proto passes of op_host, the
 kernel with the GET_TILING_DATA header the build generates); their golden data equal the
 reference, and the same kernel run through the emulation reproduces the golden outputs.
+The custom op's package covers both dtypes its proto lists: each combination's kernel
+binary passes the check (compiled with that combination's ORIG_DTYPE_ defines, as the op
+build compiles each binary), and each has golden data from the reference.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import mdsl
 from mdsl import ops
 from mdsl.ir.dtype import DType
 from mdsl.targets.ascendc import Emulator, build_op_package, build_project
-from mdsl.targets.ascendc.op_package import read_raw
+from mdsl.targets.ascendc.op_package import data_file, op_variants, read_raw
 from mdsl.targets.ascendc.shape_rules import ShapeRule
 from tests.codegen.ascendc import cann
 from tests.codegen.ascendc.conftest import needs_cxx
@@ -104,7 +107,7 @@ def test_the_package_has_the_msopgen_layout():
     host = files["op_host/scaled_silu.cpp"]
     for piece in (
         "class ScaledSilu : public OpDef {",
-        'this->Input("x")\n            .ParamType(REQUIRED)\n            .DataType({ge::DT_FLOAT16})\n            .Format({ge::FORMAT_ND})',
+        'this->Input("x")\n            .ParamType(REQUIRED)\n            .DataType({ge::DT_FLOAT16, ge::DT_FLOAT})\n            .Format({ge::FORMAT_ND, ge::FORMAT_ND})',
         'this->Attr("alpha").AttrType(OPTIONAL).Float(1.0);',
         "this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);",
         ".SetTiling(optiling::TilingFunc)",
@@ -214,3 +217,72 @@ def test_mdsl_emit_writes_the_package(tmp_path):
     assert "class MySilu : public OpDef" in (tmp_path / "op_host/my_silu.cpp").read_text()
     with pytest.raises(mdsl.CompileError, match="unknown AscendC project 'package'"):
         mdsl.emit(pointwise_op(), target="ascendc", out_dir=tmp_path, project="package")
+
+
+# -- every dtype combination of the proto -----------------------------------------------------------
+# the op build's defines for one binary (ascendc_impl_build.py's DTYPE_MAP names)
+BUILD_DEFINES = {DType.float16: ("DT_FLOAT16", "half"), DType.float32: ("DT_FLOAT", "float")}
+
+
+def _binary_flags(params) -> str:
+    """Compile flags selecting one combination's binary: ORIG_DTYPE_/DTYPE_ per param
+    (replacing what the check derives from the OpDef's first DataType entry)."""
+    flags = []
+    for name, dtype in params:
+        orig, ctype = BUILD_DEFINES[dtype]
+        n = name.upper()
+        flags += [
+            f"-UORIG_DTYPE_{n}",
+            f"-DORIG_DTYPE_{n}={orig}",
+            f"-UDTYPE_{n}",
+            f"-DDTYPE_{n}={ctype}",
+        ]
+    return " ".join(flags)
+
+
+def test_the_package_lists_every_dtype_combination_of_the_proto():
+    variants, skipped = op_variants(pointwise_op(), PACKAGES["pointwise"][1])
+    assert [v.tag for v in variants] == ["float16", "float32"] and not skipped
+    case = json.loads(package("pointwise")["testcases/ScaledSilu.json"])
+    assert [c["input_desc"][0]["type"] for c in case] == [["float16"], ["float32"]]
+
+
+@pytest.mark.parametrize("dtype", [DType.float32])
+def test_each_dtype_combination_passes_the_cann_op_build_check(dtype):
+    """The other combination's binary (the first one is the check above)."""
+    cann.require()
+    _, _, families = PACKAGES["pointwise"]
+    flags = _binary_flags([("x", dtype), ("y", dtype)])
+    result = cann.check_files(package("pointwise"), families, kernel_flags=flags)
+    assert result.ok, result.output
+
+
+def test_a_combination_the_opdef_does_not_list_has_no_kernel():
+    """The kernel source selects its binary from the build's defines: any other dtype
+    stops the compile (so the check above compiled the float32 kernel, not the float16)."""
+    cann.require()
+    flags = "-UORIG_DTYPE_X -DORIG_DTYPE_X=DT_INT8"
+    result = cann.check_files(package("pointwise"), "220", kernel_flags=flags)
+    assert not result.ok and "a dtype combination the OpDef does not list" in result.output
+
+
+def test_golden_data_of_every_combination_are_the_reference_binding():
+    files = package("pointwise")
+    for tag, dtype in (("", DType.float16), ("float32", DType.float32)):
+        x = read_raw(files[f"testcases/{data_file('input', 'x', tag)}"], dtype, (8, 64))
+        y = read_raw(files[f"testcases/{data_file('output', 'y', tag)}"], dtype, (8, 64))
+        assert x.dtype == dtype.np
+        np.testing.assert_array_equal(y, scaled_silu_ref(x, alpha=0.5))
+
+
+@needs_cxx
+def test_the_float32_kernel_reproduces_its_golden_outputs():
+    files = package("pointwise")
+    variants, _ = op_variants(pointwise_op(), PACKAGES["pointwise"][1])
+    f32 = variants[1]
+    x = read_raw(files[f"testcases/{data_file('input', 'x', f32.tag)}"], DType.float32, (8, 64))
+    golden = read_raw(
+        files[f"testcases/{data_file('output', 'y', f32.tag)}"], DType.float32, (8, 64)
+    )
+    out = Emulator(f32.project).run({"x": x})["y"]
+    np.testing.assert_allclose(out, golden, rtol=1e-5, atol=1e-6)

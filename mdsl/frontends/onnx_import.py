@@ -45,6 +45,7 @@ from mdsl.frontends.onnx_ops import (
     dtype_from_onnx,
     onnx_type_name,
 )
+from mdsl.frontends.onnx_scopes import has_scoped_names, inferred_layers
 from mdsl.frontends.onnx_values import (
     EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
@@ -150,6 +151,17 @@ def load_external_data(proto, path: str) -> None:
             ) from None
 
 
+def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
+    """Give `nodes` layers from weight names when no node name has a scope; returns the
+    weights' layers (value name -> layer path)."""
+    if has_scoped_names(graph_proto):
+        return {}
+    layers = inferred_layers(graph_proto)
+    for node, layer in zip(nodes, layers.nodes):
+        node.layer = layer or None
+    return layers.weights
+
+
 def import_model(
     proto, *, name: str | None = None, label: str = "model", custom_ops: dict | None = None
 ) -> Graph:
@@ -162,7 +174,9 @@ def import_model(
         proto = expand_function_ops(proto, opset[""], keep=has_import_rule)
         nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
         _preflight(proto, nodes, opset, custom)
+        weight_layers = _infer_layers(proto.graph, nodes)
         importer = _Importer(proto, nodes, label, opsets=opset, custom_ops=custom)
+        importer.weight_layers = weight_layers
         return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
@@ -188,6 +202,7 @@ class OnnxNode:
     outputs: list[str]
     attrs: dict
     opset: int
+    layer: str | None = None  # inferred from weight names when node names carry no scope
 
     @staticmethod
     def of(proto, opsets: dict[str, int]) -> OnnxNode:
@@ -437,6 +452,7 @@ class _Importer:
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
     budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
+    weight_layers: dict[str, str] = field(default_factory=dict)  # see onnx_scopes
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -584,6 +600,8 @@ class _Importer:
             v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
         )
         layer, leaf = split_scope(owner)
+        if owner in self.weight_layers:
+            layer = tuple(self.weight_layers[owner].split("/"))
         layer = (*self._scope_base, *layer)
         self._ensure_layers(layer)
         node = context.current_graph()._new_node(
@@ -673,6 +691,8 @@ class _Importer:
         named after it, holding all its nodes.
         """
         layer, leaf = split_scope(node.name or node.op_type)
+        if node.layer:  # a scope-less name ("n14"): the layer its weights tell
+            layer, leaf = tuple(node.layer.split("/")), node.op_type if composite else None
         layer = (*self._scope_base, *layer)
         if composite:
             path = context.current_graph().layer_names.unique("/".join((*layer, leaf)))

@@ -52,11 +52,15 @@ def browser():
 def resnet50():
     pytest.importorskip("onnx")
     from mdsl.frontends import onnx as onnx_frontend
-    from mdsl.frontends.onnx_light_models import light_model_names, load_light_model
+    from mdsl.frontends.onnx_light_models import (
+        light_model_names,
+        load_light_model,
+        with_random_weights,
+    )
 
     if "resnet50" not in light_model_names():
         pytest.skip("the installed onnx package ships no light ResNet-50")
-    return onnx_frontend.load(load_light_model("resnet50"))
+    return onnx_frontend.load(with_random_weights(load_light_model("resnet50")))
 
 
 @pytest.fixture(params=["dot", "browser"])
@@ -117,14 +121,14 @@ def _check_viewer(page, errors, search: str, attr_op: str, attr_text: str, layer
     assert page.evaluate("() => location.hash") == ""  # the panel, not a jump to the table
 
     before = _node_count(page)
-    cluster = page.locator("#picture svg g.cluster", has_text=layer).first
-    cluster_id = cluster.get_attribute("id")[len("layer-") :]
-    page.click(f'nav a[data-layer="{layer}"]')  # the tree brings the layer into view
-    cluster.locator("text").first.click()
+    link = page.locator(f'nav a[data-layer="{layer}"]')
+    cluster_id = link.get_attribute("href")[len("#layer-") :]
+    link.click()  # the tree brings the layer into view
+    page.locator(f"#picture svg g.cluster#layer-{cluster_id} text").first.click()
     box = page.locator(f"#picture svg g.node#box-{cluster_id}")
     box.wait_for(timeout=LAYOUT_TIMEOUT_MS)
     assert _node_count(page) < before
-    assert layer.rpartition("/")[2] in box.text_content()
+    assert " ops" in box.text_content()
     box.click()
     page.locator(f"#picture svg g.cluster#layer-{cluster_id}").wait_for(timeout=LAYOUT_TIMEOUT_MS)
     assert _node_count(page) == before
@@ -139,7 +143,7 @@ def test_bert_tiny(browser, tmp_path, layout):
 def test_resnet50(browser, tmp_path, resnet50, layout):
     page, errors = _open(browser, resnet50, tmp_path)
     assert len(resnet50) > 400
-    _check_viewer(page, errors, "MaxPool", "Conv", "strides=", "res3_1")
+    _check_viewer(page, errors, "MaxPool", "Conv", "strides=", "res3/1")
 
 
 def _small_graph():

@@ -60,6 +60,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
+from mdsl.log import progress
 from mdsl.ops.apply import apply_op
 from mdsl.ops.registry import get_op, has_op
 
@@ -457,13 +458,18 @@ class _Importer:
         with Graph(name) as g:
             self.graph = g
             self._declare_inputs(graph_proto)
-            for node in self.nodes:
+            for node in self._nodes_with_progress(name):
                 self._visit(node)
             for out in graph_proto.output:
                 g.output(self.tensor(out.name), mdsl_name(out.name))
         for node in _all_nodes(g):
             node.source = self.label  # errors after import point at the model file
         return g
+
+    def _nodes_with_progress(self, name: str):
+        if self._scope_base:  # a subgraph's nodes: the model's own bar covers them
+            return self.nodes
+        return progress(self.nodes, f"import {name}", total=len(self.nodes), delay=1.0)
 
     def _declare_inputs(self, graph_proto) -> None:
         for init in graph_proto.initializer:

@@ -91,6 +91,18 @@ def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> G
     return import_model(proto, name=name, label=label, custom_ops=custom_ops)
 
 
+def _unreadable(label: str, error: Exception) -> str:
+    """Why protobuf refused a model, in words (its depth limit, about 32 nested subgraphs,
+    is the one a deep but well-formed model meets)."""
+    reason = f"{type(error).__name__}: {error}"
+    if "MaxDepth" in str(error) or "recursion" in str(error).lower():
+        return (
+            f"{label}: its messages nest deeper than the ONNX parser allows (subgraphs of "
+            f"If/Loop/Scan nest at most about 32 levels) ({reason})"
+        )
+    return f"{label}: not a valid ONNX model ({reason})"
+
+
 def read_model(model):
     """(ModelProto, label for messages) from a path, bytes or ModelProto."""
     import onnx
@@ -102,7 +114,7 @@ def read_model(model):
         try:
             return onnx.load_model_from_string(bytes(model)), "model"
         except (DecodeError, ValueError, RuntimeError) as e:
-            raise GraphError(f"not a valid ONNX model ({type(e).__name__}: {e})") from None
+            raise GraphError(_unreadable("model", e)) from None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.isfile(path):
@@ -110,7 +122,7 @@ def read_model(model):
         try:
             proto = onnx.load(path, load_external_data=False)
         except (DecodeError, ValueError, RuntimeError, OSError) as e:
-            raise GraphError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
+            raise GraphError(_unreadable(path, e)) from None
         load_external_data(proto, path)
         return proto, os.path.basename(path)
     raise GraphError(

@@ -38,10 +38,14 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.format import Format
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
+
+if TYPE_CHECKING:
+    from mdsl.runtime.executable import Executable
 
 # Pastel fills for fusion groups; consecutive groups get different colours.
 GROUP_FILLS = (
@@ -244,6 +248,7 @@ class _DotWriter:
         self.group_fill: dict[str, str] = {}
         self.device_color: dict[str, str] = {}
         self.group_sizes = Counter(n.fusion_group for n in g if n.fusion_group)
+        self.kernels: dict[str, str] = {}  # node name -> its kernel (drawing an Executable)
         self.clusters: list[DrawnLayer] = []  # every layer cluster, in DOT line order
         self.body_lines = 0  # DOT lines before the edges
         self.counter = 0
@@ -454,6 +459,8 @@ class _DotWriter:
         parts += attr_lines(node)
         if node.fusion_group:
             parts.append(f"fusion group {node.fusion_group}")
+        if node.name in self.kernels:
+            parts.append(f"kernel {self.kernels[node.name]}")
         if node.device:
             parts.append(f"device {node.device}")
         if node.source:
@@ -645,7 +652,7 @@ def _attr_list(attrs: dict[str, str]) -> str:
 
 
 def to_dot(
-    g: Graph,
+    g: Graph | Executable,
     collapse_depth: int | None = None,
     only_layer: str | None = None,
     *,
@@ -653,7 +660,8 @@ def to_dot(
     rankdir: str = "TB",
     links: bool = False,
 ) -> str:
-    """The graph as Graphviz DOT text (see the module docstring for what is drawn).
+    """The graph as Graphviz DOT text (see the module docstring for what is drawn). A
+    compiled `mdsl.Executable` draws its optimized graph, each node naming its kernel.
 
     `collapse_depth`: draw each layer at that depth (1 = top-level layers) as one box with
     its op counts. `only_layer`: draw only that layer (a path such as
@@ -681,7 +689,7 @@ def to_dot(
 
 
 def dot_writer(
-    g: Graph,
+    g: Graph | Executable,
     collapse_depth: int | None = None,
     only_layer: str | None = None,
     *,
@@ -691,8 +699,7 @@ def dot_writer(
 ) -> _DotWriter:
     """A writer for `g` with its options checked; `.write()` returns the DOT text and
     fills the maps (layer and node -> DOT id) the HTML page links with."""
-    if not isinstance(g, Graph):
-        raise GraphError(f"mdsl.viz draws an mdsl.Graph, got {type(g).__name__}")
+    g, kernels = drawn_graph(g)
     if collapse_depth is not None and (
         isinstance(collapse_depth, bool)
         or not isinstance(collapse_depth, int)
@@ -706,7 +713,25 @@ def dot_writer(
         only_layer = only_layer.strip("/")
     if rankdir not in ("TB", "LR", "BT", "RL"):
         raise GraphError(f"rankdir must be TB, LR, BT or RL, got {rankdir!r}")
-    return _DotWriter(g, collapse_depth, only_layer, show_constants, rankdir, links)
+    writer = _DotWriter(g, collapse_depth, only_layer, show_constants, rankdir, links)
+    writer.kernels = kernels
+    return writer
+
+
+def drawn_graph(g) -> tuple[Graph, dict[str, str]]:
+    """The graph to draw and, for a compiled `mdsl.Executable`, the kernel computing each
+    node (node name -> `k4_mul_relu (pointwise)`): an Executable draws its optimized graph."""
+    from mdsl.runtime.executable import Executable
+
+    if isinstance(g, Executable):
+        kernels = {}
+        for kernel in g.kernels:
+            for name in kernel.nodes:
+                kernels[name] = f"{kernel.name} ({kernel.kind})"
+        return g.graph, kernels
+    if not isinstance(g, Graph):
+        raise GraphError(f"mdsl.viz draws an mdsl.Graph or Executable, got {type(g).__name__}")
+    return g, {}
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -780,7 +805,7 @@ def _run_wasm_dot(dot_text: str) -> bytes:
         raise GraphvizError(f"Graphviz (WebAssembly) failed to draw the graph: {first}") from None
 
 
-def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
+def render(g: Graph | Executable, path, *, format: str | None = None, **options) -> Path:
     """Draw `g` into `path`; the format comes from the suffix (.svg, .png, .pdf, .dot,
     .html) or `format=`. Other keyword arguments go to `to_dot`. Returns the path.
 
@@ -811,6 +836,7 @@ def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
 
         writer = dot_writer(g, **{**options, "links": True})
         dot_text = writer.write()
+        g = writer.g
         # the system Graphviz draws the first picture at once; without it the page lays
         # the graph out when it opens (with the Graphviz build it carries)
         svg = run_dot(dot_text, "svg").decode("utf-8") if has_dot() else None

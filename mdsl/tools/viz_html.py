@@ -235,7 +235,9 @@ def viewer_model(g: Graph, writer: _DotWriter) -> dict:
         "lines": lines,
         "clusters": clusters,
         "edges": [[src, dst, attrs] for (src, dst), attrs in writer.edges.items()],
-        "nodes": {item: node_details(node) for item, node in drawn.items()},
+        "nodes": {
+            item: node_details(node, writer.kernels.get(node.name)) for item, node in drawn.items()
+        },
     }
 
 
@@ -256,7 +258,7 @@ def _typed(tensors) -> list[str]:
     return [f"{t.name}: {type_label(t.type)}" for t in tensors if t is not None]
 
 
-def node_details(node: Node) -> dict:
+def node_details(node: Node, kernel: str | None = None) -> dict:
     """What the details panel shows for `node`, and the text search words match.
 
     >>> import mdsl
@@ -275,11 +277,12 @@ def node_details(node: Node) -> dict:
         "inputs": _typed(node.inputs),
         "outputs": _typed(node.outputs),
         "group": node.fusion_group,
+        "kernel": kernel,
         "device": node.device,
         "source": node.source,
     }
     words = [node.name, node.op_type, node.layer + "/", *details["attrs"], *details["outputs"]]
-    words += [node.fusion_group or "", node.device or ""]
+    words += [node.fusion_group or "", kernel or "", node.device or ""]
     details["search"] = " ".join(words).lower()
     return details
 

@@ -226,6 +226,8 @@ for (const link of document.querySelectorAll("a[data-layer]")) {
 /* -- first paint -------------------------------------------------------------------- */
 if (currentSvg()) {
   install(currentSvg());
+  /* ready the layout engine while the reader looks, so the first collapse is quick */
+  (window.requestIdleCallback || setTimeout)(() => layoutEngine().catch(() => {}));
 } else {
   relayout().catch(e => { status.textContent = "could not lay the graph out: " + e; });
 }

@@ -135,7 +135,8 @@ def _check_viewer(page, errors, search: str, attr_op: str, attr_text: str, layer
     assert errors == []
 
 
-def test_bert_tiny(browser, tmp_path, layout):
+def test_bert_tiny(browser, tmp_path, monkeypatch):
+    monkeypatch.setenv("MDSL_DOT", "mdsl-no-such-dot")  # the page lays it out (dot: ResNet-50)
     page, errors = _open(browser, bert(2, 64, 4), tmp_path)
     _check_viewer(page, errors, "Softmax", "Softmax", "axis=", "EncoderBlock_1")
 
@@ -151,6 +152,18 @@ def _small_graph():
         x = g.input("x", (1, 8, 16, 16))
         g.output(ops.transpose(ops.relu(x), perm=(0, 1, 3, 2)), "y")
     return g
+
+
+def test_a_click_on_a_compiled_node_shows_its_kernel(browser, tmp_path):
+    with mdsl.Graph("kernels") as g:
+        x = g.input("x", (4, 8))
+        g.output(ops.relu(ops.transpose(x, perm=(1, 0)) * 2.0), "y")
+    exe = mdsl.compile(g, backend="c")
+    kernel = next(k.name for k in exe.kernels if "Relu" in k.nodes)
+    page, errors = _open(browser, exe, tmp_path)
+    page.locator("#picture svg g.node[id^=node-]").filter(has_text="Relu").first.click()
+    assert f"{kernel} (pointwise)" in page.inner_text("#details")
+    assert errors == []
 
 
 def test_zoom_buttons_change_the_view(browser, tmp_path):

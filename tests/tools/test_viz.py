@@ -408,7 +408,7 @@ def test_bad_arguments_are_graph_errors(tmp_path):
     g = nested_graph()
     with pytest.raises(mdsl.GraphError, match=r"cannot tell what to write to 'g\.txt'"):
         viz.render(g, tmp_path / "g.txt")
-    with pytest.raises(mdsl.GraphError, match=r"draws an mdsl\.Graph"):
+    with pytest.raises(mdsl.GraphError, match=r"draws an mdsl\.Graph or Executable"):
         viz.to_dot("not a graph")
     with pytest.raises(mdsl.GraphError, match="rankdir"):
         viz.to_dot(g, rankdir="sideways")
@@ -437,3 +437,22 @@ def test_the_html_page_lists_attrs_and_has_pan_zoom_fit(tmp_path):
     for control in ('id="fit"', 'id="zoom-in"', 'id="zoom-out"', 'id="picture"'):
         assert control in page
     assert "viewBox" in page.split("<script>", 1)[1]
+
+
+def _compiled_small_graph():
+    with mdsl.Graph("kernels") as g:
+        x = g.input("x", (4, 8))
+        g.output(mdsl.ops.relu(mdsl.ops.transpose(x, perm=(1, 0)) * 2.0), "y")
+    return mdsl.compile(g, backend="c")
+
+
+def test_a_compiled_executable_draws_its_graph_with_each_nodes_kernel(tmp_path):
+    exe = _compiled_small_graph()
+    kernel_of = {name: k.name for k in exe.kernels for name in k.nodes}
+    assert kernel_of["Mul"] == kernel_of["Relu"] != kernel_of["Transpose"]
+    dot = viz.to_dot(exe)
+    assert f"kernel {kernel_of['Relu']} (pointwise)" in dot
+    text = viz.render(exe, tmp_path / "k.html").read_text()
+    model = json.loads(re.search(r'id="mdsl-model">(.*?)</script>', text, re.S).group(1))
+    shown = {d["name"]: d["kernel"] for d in model["nodes"].values()}
+    assert shown["Relu"] == f"{kernel_of['Relu']} (pointwise)" and shown["x"] is None

@@ -10,7 +10,7 @@ expression op names its rule in `mdsl.expr.OPS` (`OpInfo.result`):
 - an op computes its operands in the widest typed operand's type (`promote`); an integer
   meeting a float constant computes in float64 (numpy: int32 array * 0.5 is float64);
   an op of untyped constants only takes the type its context wants (else float32);
-- a float function (exp, log, erf, ...) of an integer computes in float64; comparisons
+- a float function (exp, log, sin, ...) of an integer computes in float64; comparisons
   and logic are bool; a cast is its target's compute type.
 
 >>> from mdsl import expr as E

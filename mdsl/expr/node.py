@@ -30,7 +30,7 @@ class OpInfo:
     symbol: the Python operator in the printed form (None: printed as a call `op(...)`).
     precedence: Python's binding strength, higher binds tighter.
     result: the result dtype rule: "promote" (numpy promotion of the arguments),
-    "float" (promoted, float64 for integer arguments: exp, erf, ...), "bool" (comparisons,
+    "float" (promoted, float64 for integer arguments: exp, log, ...), "bool" (comparisons,
     logic), "cast" (the node's dtype value), "select" (of args 1, 2). Every target types
     expressions by it (`mdsl.codegen.expr_types`).
     """

@@ -190,6 +190,10 @@ _COERCE = {
 
 
 COST_CLASSES = ("arithmetic", "transcendental")  # what one output element costs, roughly
+# ONNX's random ops: a new value every run, so never folded, hoisted or evaluated at import
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
+)
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ movement. Rules (`node_flops`):
 - MatMul / Gemm: 2*M*N*K (one multiply-add per output per reduced element), + the bias;
   Conv: 2 * outputs * (Cin/groups)*KH*KW, + the bias; Einsum: 2 * max(outputs, inputs read);
 - pointwise ops: per output element, for the passes one op, TRANSCENDENTAL_OPS for
-  exp/erf/tanh-like ones (declared with `cost="transcendental"`); as the profiler counts
+  exp-like ones (declared with `cost="transcendental"`); as the profiler counts
   (`counted=True`), the operations of the op's expression form (`expression_ops`);
 - reductions and normalizations: per input element, NORMALIZATION_OPS ops (counted: one);
 - data movement: no FLOPs, only bytes; other ops: one op per output element (counted:

@@ -9,6 +9,8 @@ narrow them.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mdsl.codegen.expr_types import ExprTypes, compute_type
 from mdsl.expr import Expr
 from mdsl.ir.dtype import DType
@@ -25,21 +27,34 @@ C_TYPES = {
     DType.float32: "float",
     DType.float64: "double",
 }
-_FLOAT_FUNCS = {
-    "exp": "exp",
-    "log": "log",
-    "tanh": "tanh",
-    "sqrt": "sqrt",
-    "erf": "erf",
-    "sin": "sin",
-    "cos": "cos",
-    "floor": "floor",
-    "ceil": "ceil",
-    "abs": "fabs",
-    "round": "rint",
+
+
+class CFunction(NamedTuple):
+    """A float function as C calls it: `name` is libm's double function (float32 adds
+    "f"); `libmvec`: glibc has vector variants, which runtime.h.j2 declares `omp declare
+    simd` so simd loops call them; `float32`: the runtime.h.j2 helper computing it in
+    float32 as vectorizable arithmetic instead of a scalar libm call."""
+
+    name: str
+    libmvec: bool = False
+    float32: str | None = None
+
+
+FLOAT_FUNCTIONS = {
+    "exp": CFunction("exp", libmvec=True),
+    "log": CFunction("log", libmvec=True),
+    "tanh": CFunction("tanh", libmvec=True, float32="mdsl_tanh_f32"),
+    "sqrt": CFunction("sqrt"),
+    "erf": CFunction("erf", libmvec=True, float32="mdsl_erf_f32"),
+    "sin": CFunction("sin", libmvec=True),
+    "cos": CFunction("cos", libmvec=True),
+    "floor": CFunction("floor"),
+    "ceil": CFunction("ceil"),
+    "abs": CFunction("fabs"),
+    "round": CFunction("rint"),
 }
-# float32 functions as vectorizable arithmetic (runtime.h.j2), not scalar libm calls
-_VECTOR_FLOAT32 = {"erf": "mdsl_erf_f32", "tanh": "mdsl_tanh_f32"}
+# what runtime.h.j2 declares as vectorizable
+LIBMVEC = tuple(f.name for f in FLOAT_FUNCTIONS.values() if f.libmvec)
 _INFIX = {
     "add": "+",
     "sub": "-",
@@ -155,10 +170,11 @@ class CExprRenderer:
         t = self.types.operands(args, want)
         texts = [self._text(a, t) for a in args]
         suffix = "f" if t == DType.float32 else ""
-        if op in _VECTOR_FLOAT32 and t == DType.float32:
-            return f"{_VECTOR_FLOAT32[op]}({texts[0]})"
-        if op in _FLOAT_FUNCS and t.is_float:
-            return f"{_FLOAT_FUNCS[op]}{suffix}({texts[0]})"
+        function = FLOAT_FUNCTIONS.get(op)
+        if function and function.float32 and t == DType.float32:
+            return f"{function.float32}({texts[0]})"
+        if function and t.is_float:
+            return f"{function.name}{suffix}({texts[0]})"
         if op == "abs":
             return f"mdsl_abs_{C_TYPES[t]}({texts[0]})"
         if op in ("floor", "ceil", "round"):
@@ -189,8 +205,8 @@ class CExprRenderer:
         if op == "mod":
             kind = "f" if t.is_float else "i"
             return f"mdsl_pymod_{kind}{suffix if t.is_float else ''}({texts[0]}, {texts[1]})"
-        if op in _FLOAT_FUNCS:  # an integer argument to a float function: in double
-            return f"{_FLOAT_FUNCS[op]}((double){texts[0]})"
+        if function:  # an integer argument to a float function: in double
+            return f"{function.name}((double){texts[0]})"
         raise NotImplementedError(f"no C rendering for expression op {op!r}")
 
     def _cast(self, arg: Expr, target: DType) -> str:

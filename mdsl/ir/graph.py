@@ -18,6 +18,7 @@ from mdsl.ir import context
 from mdsl.ir.errors import GraphError
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.naming import Namespace
+from mdsl.ir.pass_log import PassLog
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ir.tracebacks import api_boundary
@@ -161,7 +162,7 @@ class Graph:
         self._nodes: list[Node] = []
         self._by_name: dict[str, Node] = {}
         self.layers: dict[str, Layer] = {}
-        self.pass_log: list = []
+        self.pass_log: PassLog = PassLog()
         self.parent: Graph | None = None
         self.node_names = Namespace()
         self.layer_names = Namespace()

@@ -189,8 +189,8 @@ class NumbaExprRenderer:
             return f"({one} / ({one} + np.exp(-{x})))", t
         if op == "rsqrt":
             return f"({one} / np.sqrt({x}))", t
-        if op == "sign":
-            return f"np.sign({x})", t
+        if op == "sign":  # numba's np.sign(-0.0) is -0.0; adding +0.0 makes it 0.0 like numpy's
+            return f"(np.sign({x}) + {literal(0.0, t)})", t
         raise NotImplementedError(f"no numba rendering for expression op {op!r}")
 
     def _cast(self, arg: Expr, target: DType):

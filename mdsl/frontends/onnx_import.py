@@ -63,11 +63,7 @@ from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
 from mdsl.ops.apply import apply_op
-from mdsl.ops.registry import get_op, has_op
-
-_RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
-)
+from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 
 
 def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
@@ -391,7 +387,7 @@ def _collect_unsupported(
         if is_compile_time(node, compile_time):
             compile_time.update(o for o in node.outputs if o)
         if not is_supported(node, custom) and not (
-            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
+            node.is_onnx and node.op_type not in RANDOM_OPS and _all_known(node, compile_time)
         ):
             op = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
             shown = repr(node.name) if node.name else f"unnamed -> {node.outputs[0]!r}"
@@ -410,7 +406,7 @@ def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
         return node.inputs[0] in known
     return (
         node.is_onnx
-        and node.op_type not in _RANDOM_OPS
+        and node.op_type not in RANDOM_OPS
         and not node.has_subgraph
         and _all_known(node, known)
     )

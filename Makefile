@@ -39,7 +39,8 @@ graphviz:
 	  echo "warning: Graphviz 'dot' is missing and could not be installed; picture tests skip"
 
 # Chromium drives the HTML viewer's browser tests (Playwright with executable_path, no
-# browser download). Installed like Graphviz; without it those tests skip with the reason.
+# browser download). Installed like Graphviz; without it those tests skip with the reason
+# (under CI=true they fail: CI must run them).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || \
 	  ( command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get update -qq && \

@@ -45,6 +45,7 @@ from mdsl.frontends.onnx_ops import (
     dtype_from_onnx,
     onnx_type_name,
 )
+from mdsl.frontends.onnx_scopes import has_scoped_names, inferred_layers
 from mdsl.frontends.onnx_values import (
     EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
@@ -62,11 +63,7 @@ from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
 from mdsl.ops.apply import apply_op
-from mdsl.ops.registry import get_op, has_op
-
-_RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
-)
+from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 
 
 def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
@@ -162,6 +159,17 @@ def load_external_data(proto, path: str) -> None:
             ) from None
 
 
+def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
+    """Give `nodes` layers from weight names when no node name has a scope; returns the
+    weights' layers (value name -> layer path)."""
+    if has_scoped_names(graph_proto):
+        return {}
+    layers = inferred_layers(graph_proto)
+    for node, layer in zip(nodes, layers.nodes):
+        node.layer = layer or None
+    return layers.weights
+
+
 def import_model(
     proto, *, name: str | None = None, label: str = "model", custom_ops: dict | None = None
 ) -> Graph:
@@ -174,7 +182,9 @@ def import_model(
         proto = expand_function_ops(proto, opset[""], keep=has_import_rule)
         nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
         _preflight(proto, nodes, opset, custom)
+        weight_layers = _infer_layers(proto.graph, nodes)
         importer = _Importer(proto, nodes, label, opsets=opset, custom_ops=custom)
+        importer.weight_layers = weight_layers
         return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
@@ -200,6 +210,7 @@ class OnnxNode:
     outputs: list[str]
     attrs: dict
     opset: int
+    layer: str | None = None  # inferred from weight names when node names carry no scope
 
     @staticmethod
     def of(proto, opsets: dict[str, int]) -> OnnxNode:
@@ -376,7 +387,7 @@ def _collect_unsupported(
         if is_compile_time(node, compile_time):
             compile_time.update(o for o in node.outputs if o)
         if not is_supported(node, custom) and not (
-            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
+            node.is_onnx and node.op_type not in RANDOM_OPS and _all_known(node, compile_time)
         ):
             op = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
             shown = repr(node.name) if node.name else f"unnamed -> {node.outputs[0]!r}"
@@ -395,7 +406,7 @@ def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
         return node.inputs[0] in known
     return (
         node.is_onnx
-        and node.op_type not in _RANDOM_OPS
+        and node.op_type not in RANDOM_OPS
         and not node.has_subgraph
         and _all_known(node, known)
     )
@@ -449,6 +460,7 @@ class _Importer:
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
     budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
+    weight_layers: dict[str, str] = field(default_factory=dict)  # see onnx_scopes
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -596,6 +608,8 @@ class _Importer:
             v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
         )
         layer, leaf = split_scope(owner)
+        if owner in self.weight_layers:
+            layer = tuple(self.weight_layers[owner].split("/"))
         layer = (*self._scope_base, *layer)
         self._ensure_layers(layer)
         node = context.current_graph()._new_node(
@@ -685,6 +699,8 @@ class _Importer:
         named after it, holding all its nodes.
         """
         layer, leaf = split_scope(node.name or node.op_type)
+        if node.layer:  # a scope-less name ("n14"): the layer its weights tell
+            layer, leaf = tuple(node.layer.split("/")), node.op_type if composite else None
         layer = (*self._scope_base, *layer)
         if composite:
             path = context.current_graph().layer_names.unique("/".join((*layer, leaf)))

@@ -28,7 +28,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c.conv import conv_index, packed_conv_body
 from mdsl.targets.c.custom import render_call_body, render_preamble
-from mdsl.targets.c.expr import C_TYPES, WRAPPING, CExprRenderer, compute_type
+from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 
 INDENT = "    "
@@ -49,7 +49,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
     kernels, calls = [], {}
     for step, k in enumerate(plan.all_kernels()):
         if isinstance(k, kir.Branch | kir.Loop):
-            continue  # rendered in the schedule (`c_control`)
+            continue  # rendered in the schedule (`mdsl.targets.c.control`)
         params, args = _signature(plan, k)
         body = _BODY[type(k)](plan, k)
         kernels.append(
@@ -83,6 +83,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         profile=profile,
         profile_call_lines=timed_lines,
         dims=plan.uses_dims,
+        libmvec=LIBMVEC,
     )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -799,10 +800,41 @@ def _wasm_graphviz():
 
 def _run_wasm_dot(dot_text: str) -> bytes:
     try:
-        return _wasm_graphviz().render(dot_text, format="svg", backend="wasmtime")
+        return _wasm_graphviz().render(plain_labels(dot_text), format="svg", backend="wasmtime")
     except Exception as e:  # the WebAssembly runtime's own errors: say what failed, once
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GraphvizError(f"Graphviz (WebAssembly) failed to draw the graph: {first}") from None
+
+
+_HTML_LABEL = "label=<"
+_LINE_BREAK = re.compile(r"<BR\s*/?>", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def plain_labels(dot_text: str) -> str:
+    """`dot_text` with each HTML-like label (`label=<<B>MatMul</B><BR/>...>`) as a plain
+    one (`label="MatMul\\n..."`), for Graphviz builds without HTML labels (the WebAssembly
+    build draws those as the bare node id). Names inside labels are escaped, so every `<`
+    and `>` of a label belongs to a tag.
+
+    >>> print(plain_labels('n1 [label=<<B>Add</B><BR/><FONT POINT-SIZE="8">f32[2] &amp; x</FONT>>];'))
+    n1 [label="Add\\nf32[2] & x"];
+    """
+    out, at = [], 0
+    while (start := dot_text.find(_HTML_LABEL, at)) >= 0:
+        depth, end = 0, start + len(_HTML_LABEL) - 1
+        while True:  # find the `>` closing the label's opening `<`
+            ch = dot_text[end]
+            depth += ch == "<"
+            depth -= ch == ">"
+            if depth == 0:
+                break
+            end += 1
+        body = dot_text[start + len(_HTML_LABEL) : end]
+        text = html.unescape(_TAG.sub("", _LINE_BREAK.sub("\n", body)))
+        out += [dot_text[at:start], "label=", quote(text)]
+        at = end + 1
+    return "".join(out) + dot_text[at:]
 
 
 def render(g: Graph | Executable, path, *, format: str | None = None, **options) -> Path:

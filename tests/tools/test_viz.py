@@ -386,6 +386,10 @@ def test_without_dot_svg_comes_from_graphviz_in_webassembly(tmp_path, monkeypatc
     nodes = [e for e in root.iter(f"{SVG_NS}g") if e.get("class") == "node"]
     dot = viz.to_dot(two_blocks())
     assert len(clusters) == dot.count("subgraph cluster_") and len(nodes) >= 6
+    texts = {t.text for t in root.iter(f"{SVG_NS}text")}  # labels, not bare node ids
+    assert {"MatMul", "Relu", "f32[B,8]"} <= texts and not any(
+        re.fullmatch(r"n\d+", t or "") for t in texts
+    )
     with pytest.raises(viz.GraphvizError, match=r"WebAssembly\) failed"):
         viz.run_dot("digraph { a -> }", "svg")
 

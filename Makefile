@@ -6,7 +6,7 @@ STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 
-.PHONY: demo test bench lint format clean venv graphviz chromium
+.PHONY: demo test bench lint docs format clean venv graphviz chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,9 +55,15 @@ bench: $(STAMP_BENCH)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/exported.py
 
+# ruff, then mypy over the public API ([tool.mypy] in pyproject.toml; CONTRIBUTING.md)
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The API reference from the docstrings (Sphinx autodoc), warnings as errors: build/docs/
+docs: $(STAMP_TEST)
+	$(PY) -m sphinx -b html -W --keep-going -q -d build/docs-doctrees docs/api build/docs
 
 format: $(STAMP_TEST)
 	$(VENV)/bin/ruff check --fix .

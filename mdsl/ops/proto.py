@@ -98,10 +98,8 @@ def make_builder(opdef: OpDef, template=None):
 
     if template is not None:
         functools.update_wrapper(builder, template)
-    builder.__wrapped__ = None
-    del builder.__wrapped__  # help() and inspect show the signature below, not infer's
-    builder.__signature__ = builder_signature(opdef)
+    facts = vars(builder)  # a function's attributes, set without upsetting type checkers
+    facts.pop("__wrapped__", None)  # help() and inspect show the signature below, not infer's
+    facts.update(__signature__=builder_signature(opdef), opdef=opdef, op_type=opdef.op_type)
     builder.__doc__ = builder_doc(opdef)
-    builder.opdef = opdef
-    builder.op_type = opdef.op_type
     return builder

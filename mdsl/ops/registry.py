@@ -70,7 +70,7 @@ class Attr:
     `Attr(str, default="none", choices=("none", "tanh"))`, `Attr(float, required=True)`.
 
     Types: int, float, bool, str, mdsl.DType, np.ndarray, and lists `[int]`, `[float]`,
-    `[str]` (stored as tuples). Integer and float attrs also hold symbolic `Dim`s.
+    `[str]` (stored as tuples). Integer and float attrs also hold symbolic dims (`Dim`).
     """
 
     __slots__ = ("choices", "default", "doc", "kind")

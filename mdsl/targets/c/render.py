@@ -63,6 +63,8 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         )
         # a failing kernel returns its step + 1, so the caller can name it
         calls[id(k)] = f"if ({k.name}({', '.join(args)})) return {step + 1};"
+        if isinstance(k, kir.Callback):  # sizes the node's results decided
+            calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
     memory = plan.memory
     return env.get_template("module.c.j2").render(

@@ -218,6 +218,9 @@ class _ModuleRenderer:
         if isinstance(k, kir.Callback):
             buffers = ", ".join(b or "None" for b in [*k.inputs, *k.outputs])
             self.calls.append(f"callback({k.index}, [{buffers}])  # {name}")
+            self.calls += [  # sizes the node's results decided
+                f"{slot_name(i)} = int(dims[{i}])" for i in self.plan.slots_bound_by(k)
+            ]
             return
         if _is_copy(k):
             lines = _copy_lines(k, self.plan.memory.offsets if self.plan.memory else {})

@@ -475,6 +475,7 @@ class _PlanBuilder:
 
     def lower_group(self, group: _Group) -> list:
         try:
+            _refuse_storage_types(group.nodes)
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
             return self._lower_symbolic(group, _lower_whole)
@@ -491,6 +492,7 @@ class _PlanBuilder:
     def _lower_single(self, node: Node, outputs: list[Tensor]) -> list:
         single = _Group([node], outputs, group_kind([node]))
         try:
+            _refuse_storage_types([node])
             if self.c_bindings and c_binding(node):
                 return self._lower_symbolic(
                     single, lambda _, g: [lower_custom_call(self.ctx, node)]
@@ -541,6 +543,15 @@ class _PlanBuilder:
                     [kir.Store(contiguous(buf, t.dtype, shape), var("src"))],
                 )
             )
+
+
+def _refuse_storage_types(nodes: list[Node]) -> None:
+    """Kernels compute in real types; a node reading or writing a storage type (float8,
+    int4, ...: `mdsl.ir.dtype`) runs as a callback."""
+    for n in nodes:
+        for t in (*n.inputs, *n.outputs):
+            if t is not None and t.dtype.is_storage:
+                raise Unsupported(f"{t.dtype} is a storage type (no kernel computes in it)")
 
 
 def _group_symbols(nodes: list[Node]) -> set[str]:

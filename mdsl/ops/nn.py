@@ -45,7 +45,7 @@ _WINDOW_ATTRS = {
     "strides": Attr([int], default=None),
 }
 _POOL_DTYPES = ["float", "int8", "uint8"]
-_QUANTIZED = ["int8", "uint8", "int16"]
+_QUANTIZED = ["int8", "uint8", "int16", "uint16"]
 
 
 def _channels_first(x: TensorType, op_type: str, least_rank: int) -> None:

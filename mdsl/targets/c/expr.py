@@ -18,6 +18,9 @@ C_TYPES = {
     DType.int16: "int16_t",
     DType.int32: "int32_t",
     DType.int64: "int64_t",
+    DType.uint16: "uint16_t",
+    DType.uint32: "uint32_t",
+    DType.uint64: "uint64_t",
     DType.float16: "_Float16",
     DType.bfloat16: "uint16_t",
     DType.float32: "float",
@@ -52,8 +55,9 @@ _INFIX = {
 }
 _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
 # int and wider: arithmetic in the unsigned type wraps where signed overflow is undefined
-# (narrower types are promoted to int by C, which cannot overflow for them)
-WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t"}
+# (narrower types are promoted to int by C, which cannot overflow for them, except a
+# product of two uint16 values, which can)
+WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t", DType.uint16: "uint32_t"}
 
 
 def _fraction(e: Expr) -> bool:
@@ -199,7 +203,7 @@ class CExprRenderer:
                 else (f"mdsl_rem_{C_TYPES[t]}({texts[0]}, {texts[1]})", t)
             )
         if op == "mod":
-            kind = "f" if t.is_float else "i"
+            kind = "f" if t.is_float else ("u" if t.is_unsigned else "i")
             return f"mdsl_pymod_{kind}{suffix if t.is_float else ''}({texts[0]}, {texts[1]})", t
         if op in _FLOAT_FUNCS:  # an integer argument to a float function
             return f"{_FLOAT_FUNCS[op]}((double){texts[0]})", DType.float64

@@ -236,10 +236,20 @@ def _arg_reduce(k: kir.Indexed, types: list[str]) -> list[str]:
 
 def _fill_value(dtype: DType, value: float) -> str:
     if dtype == DType.bfloat16:
-        return f"mdsl_bf16_store({value!r}f)"
+        return f"mdsl_bf16_store((float){_float_literal(value)})"
     if dtype.is_float:
-        return f"({C_TYPES[dtype]}){value!r}"
+        return f"({C_TYPES[dtype]}){_float_literal(value)}"
     return f"({C_TYPES[dtype]}){int(value)}"
+
+
+def _float_literal(value: float) -> str:
+    """A C double literal; inf and NaN are the macros (`repr` would write `inf`)."""
+    value = float(value)
+    if value != value:
+        return "NAN"
+    if value in (float("inf"), float("-inf")):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    return repr(value)
 
 
 def _index_map(k: kir.Indexed, types: list[str]) -> list[str]:

@@ -256,6 +256,9 @@ _INT_LIMITS = {
     DType.int16: ("INT16_MIN", "INT16_MAX"),
     DType.int32: ("INT32_MIN", "INT32_MAX"),
     DType.int64: ("INT64_MIN", "INT64_MAX"),
+    DType.uint16: ("0", "UINT16_MAX"),
+    DType.uint32: ("0", "UINT32_MAX"),
+    DType.uint64: ("0", "UINT64_MAX"),
 }
 
 

@@ -315,7 +315,7 @@ def _input_symbols(graph: Graph) -> dict:
     """Symbol name -> its declared Dim (bare symbols of the inputs' shapes)."""
     from mdsl.ir.dim import Dim
 
-    found = {}
+    found: dict[str, Dim] = {}
     for t in graph.inputs.values():
         for d in t.shape:
             if isinstance(d, Dim) and d.name is not None:

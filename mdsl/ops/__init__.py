@@ -73,6 +73,7 @@ from mdsl.ops.elementwise import (
     tanh,
     where,
 )
+from mdsl.ops.filtering import compress, unique
 from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
 from mdsl.ops.indexing_nd import gather_nd, scatter_nd
 from mdsl.ops.linalg import matmul, trilu

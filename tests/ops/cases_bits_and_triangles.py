@@ -150,4 +150,44 @@ MASKS = [
     OpCase("Trilu", ops.trilu, {"x": rand(3)}, raises=mdsl.ShapeError, id="1d"),
 ]
 
-CASES = [*BITWISE, *TRIG, *MASKS]
+COND = np.array([True, False, True, True])
+FILTERS = [
+    OpCase(
+        "Compress",
+        lambda x, c: ops.compress(x, c, axis=1),
+        {"x": rand(2, 4), "c": COND},
+        lambda x, c: x[:, c],
+    ),
+    OpCase(
+        "Compress",
+        lambda x, c: ops.compress(x, c),
+        {"x": rand(2, 3, dtype="int32"), "c": COND[:3]},
+        lambda x, c: x.reshape(-1)[:3][c],
+        id="flat-short-condition",
+    ),
+    OpCase(
+        "Unique",
+        lambda x: ops.unique(x),
+        {"x": np.array([4, 1, 4, 0, 1, 1], np.int64)},
+        lambda x: (
+            torch.unique(x),
+            torch.tensor([3, 1, 0]),
+            torch.unique(x, return_inverse=True)[1],
+            torch.unique(x, return_counts=True)[1],
+        ),
+    ),
+    OpCase(
+        "Unique",
+        lambda x: ops.unique(x, axis=0, sorted=False),
+        {"x": np.array([[2, 0], [1, 1], [2, 0]], np.float32)},
+        numpy_ref=lambda x: (
+            np.array([[2, 0], [1, 1]], np.float32),
+            np.array([0, 1]),
+            np.array([0, 1, 0]),
+            np.array([2, 1]),
+        ),
+        id="rows-first-occurrence",
+    ),
+]
+
+CASES = [*BITWISE, *TRIG, *MASKS, *FILTERS]

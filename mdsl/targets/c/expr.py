@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from mdsl.codegen.expr_types import ExprTypes, compute_type
 from mdsl.expr import Expr
-from mdsl.ir.dtype import DType
+from mdsl.ir.dtype import STORAGE, DType
 
 C_TYPES = {
     DType.bool_: "uint8_t",
@@ -29,6 +29,8 @@ C_TYPES = {
     DType.bfloat16: "uint16_t",
     DType.float32: "float",
     DType.float64: "double",
+    # storage types (float8, int4, ...) are one byte each, which only callbacks read
+    **{d: "uint8_t" for d in STORAGE},
 }
 
 

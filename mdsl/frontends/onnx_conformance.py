@@ -305,7 +305,10 @@ _LIMITATIONS = [
     "them (MaxPool's Indices); Resize's `antialias`, `keep_aspect_ratio_policy` and "
     "`tf_crop_and_resize`; blocked (de)quantization; inputs mdsl holds as attributes "
     "(shapes, pads, Range's limits) when they are computed from run-time data; Loop scan "
-    "outputs; sequence, optional, string and sub-byte/float8 types.",
+    "outputs; Scan before opset 9; sequence, optional and string types. The storage types "
+    "(float8, float4, int4, int2) are held but not computed in: compiled backends run the "
+    "nodes touching them through the interpreter (docs/dtypes.md). Scan is unrolled over its "
+    "static scan axis.",
 ]
 
 

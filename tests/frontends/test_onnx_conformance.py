@@ -69,6 +69,14 @@ def test_a_sample_of_cases_runs_on_c_as_documented(cases):
     assert s["supported"] >= 30 and s["passed"] / s["cases"] >= 0.8, s
 
 
+def test_the_document_reports_both_backends_over_all_cases():
+    rows = [line for line in _documented().splitlines() if line.startswith(("| python |", "| c |"))]
+    rates = {row.split("|")[1].strip(): row.rstrip(" |").split("|")[-1] for row in rows[:2]}
+    assert set(rates) == {"python", "c"}, REGENERATE
+    for backend, rate in rates.items():
+        assert float(rate.strip().rstrip("%")) >= 85.0, (backend, rate)
+
+
 def test_passing_cases_round_trip_through_export_and_onnxruntime(cases, results):
     passing = {r.name for r in results if r.status == "pass"}
     round_trip = run_export_round_trip(cases, passing)

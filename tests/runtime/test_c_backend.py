@@ -128,6 +128,10 @@ CALLBACK_OPS = {
     *("Resize", "Shape", "Size", "SpaceToDepth", "TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK"),
+    # added for ONNX conformance (issue 17), no generated form yet
+    *("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitCast", "BitShift"),
+    *("BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Compress", "CumProd"),
+    *("EyeLike", "ReverseSequence", "Trilu", "Unique"),
 }
 
 

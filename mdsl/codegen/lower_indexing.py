@@ -4,7 +4,8 @@ export around their convolutions and matmuls.
 Two kinds of lowering:
 
 - affine copies (`kir.Pointwise`, every target renders them): Split (one copy per
-  piece), Tile (a broadcast over the tiled view of the output);
+  piece), Tile (a broadcast over the tiled view of the output), DepthToSpace and
+  SpaceToDepth (a permuted copy: reshape, transpose, reshape);
 - `kir.Indexed` kernels for targets that render them (C): Gather, GatherElements,
   ScatterElements, CumSum, TopK, ArgMax/ArgMin, and Pad in every mode as an *index map*
   (per axis, the source index of each output index, -1 for the constant).
@@ -50,7 +51,7 @@ INDEXED_OPS = (
     "ArgMin",
     "Pad",
 )
-AFFINE_OPS = ("Split", "Tile")
+AFFINE_OPS = ("Split", "Tile", "DepthToSpace", "SpaceToDepth")
 SYMBOLIC_OPS = ("Gather",)  # its sizes may be symbolic (an embedding lookup of B x T ids)
 
 
@@ -137,7 +138,36 @@ def _tile(ctx: Context, node: Node) -> list[kir.Pointwise]:
     return [_copy(ctx, node, load, store, space)]
 
 
-_AFFINE = {"Split": _split, "Tile": _tile}
+def _permuted_copy(ctx: Context, node: Node, view: tuple, perm: tuple) -> list[kir.Pointwise]:
+    """out = x.reshape(view).transpose(perm), contiguous: a copy over the output's view."""
+    x, out = node.inputs[0], node.outputs[0]
+    space = tuple(view[p] for p in perm)
+    view_strides = contiguous_strides(view)
+    load = kir.Access(ctx.buffer_of(x), x.dtype, 0, tuple(view_strides[p] for p in perm))
+    store = kir.Access(ctx.buffer_of(out), out.dtype, 0, contiguous_strides(space))
+    return [_copy(ctx, node, load, store, space)]
+
+
+def _depth_to_space(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    n, c, h, w = _static(node.inputs[0])
+    b = node.attrs["blocksize"]
+    if node.attrs["mode"] == "DCR":
+        return _permuted_copy(ctx, node, (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2))
+    return _permuted_copy(ctx, node, (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3))
+
+
+def _space_to_depth(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    n, c, h, w = _static(node.inputs[0])
+    b = node.attrs["blocksize"]
+    return _permuted_copy(ctx, node, (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4))
+
+
+_AFFINE = {
+    "Split": _split,
+    "Tile": _tile,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
+}
 
 
 # -- indexed kernels -----------------------------------------------------------------------------

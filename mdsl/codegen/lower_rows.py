@@ -231,17 +231,28 @@ def _softmax(log: bool):
     return rule
 
 
-def _layer_norm(prog: RowProgram, node: Node):
+def _standardized(prog: RowProgram, node: Node):
+    """(x - mean) / sqrt(var + epsilon) over the row (the population variance)."""
     x = prog.vector(node.inputs[0])
     dt = node.outputs[0].dtype
     n = prog.row_count(dt)
     mean = prog.let(prog.reduce("sum", x, dt) * _reciprocal(n), dt)
     var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * _reciprocal(n), dt)
     inv = prog.let(E.rsqrt(var + float(node.attrs["epsilon"])), dt)
-    y = (x - mean) * inv * prog.vector(node.inputs[1])
+    return (x - mean) * inv
+
+
+def _layer_norm(prog: RowProgram, node: Node):
+    y = _standardized(prog, node) * prog.vector(node.inputs[1])
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         y = y + prog.vector(node.inputs[2])
     return y
+
+
+def _instance_norm(prog: RowProgram, node: Node):
+    """Rows are the spatial axes; scale and bias are per channel (axis 1, a kept axis)."""
+    scale, bias = (prog.vector(t, axis=1) for t in node.inputs[1:3])
+    return _standardized(prog, node) * scale + bias
 
 
 ROW_RULES = {
@@ -259,8 +270,9 @@ ROW_RULES = {
     "Softmax": _softmax(log=False),
     "LogSoftmax": _softmax(log=True),
     "LayerNormalization": _layer_norm,
+    "InstanceNormalization": _instance_norm,
 }
-VECTOR_RESULTS = ("Softmax", "LogSoftmax", "LayerNormalization")
+VECTOR_RESULTS = ("Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization")
 
 
 def lower_rows(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Rowwise:

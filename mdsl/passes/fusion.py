@@ -79,6 +79,7 @@ _FIXED_REDUCTION_AXES = {
     "GlobalAveragePool": lambda rank: range(2, rank),
     "GlobalMaxPool": lambda rank: range(2, rank),
     "GlobalLpPool": lambda rank: range(2, rank),
+    "InstanceNormalization": lambda rank: range(2, rank),
 }
 # Reductions over every axis from `axis` on (ONNX LayerNormalization).
 _TRAILING_AXIS_REDUCTIONS = ("LayerNormalization", "RMSNormalization", "SimplifiedLayerNorm")

@@ -4,7 +4,8 @@ callback (`exe.plan.callbacks`, listed in `exe.plan.fallbacks`).
 The plans are built as the C backend builds them (`plan_variant`; no C compiler needed)
 for ONNX's light models and the examples; small PyTorch models exported to ONNX with the
 ops of the benchmark zoo that once fell back (1-D pooling, wav2vec2's GroupNorm exported
-as InstanceNormalization, pixel shuffles) are also compiled and run against ONNX Runtime.
+as InstanceNormalization, pixel shuffles, upsampling) are also compiled and run against
+ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -80,7 +81,19 @@ def _pixel_shuffle():
     ), (1, 3, 8, 8)
 
 
-@pytest.mark.parametrize("make", [_audio_net, _wav2vec2_front, _pixel_shuffle])
+def _upsampling_head():
+    """A segmentation / detection neck: bilinear and nearest upsampling (Resize)."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+        nn.Upsample(scale_factor=2, mode="nearest"),
+        nn.Upsample(size=(9, 7), mode="bicubic", align_corners=True),
+    ), (1, 3, 5, 6)
+
+
+@pytest.mark.parametrize("make", [_audio_net, _wav2vec2_front, _pixel_shuffle, _upsampling_head])
 def test_exported_models_compile_without_callbacks_and_match_onnxruntime(make):
     torch = pytest.importorskip("torch")
     ort = pytest.importorskip("onnxruntime")

@@ -124,8 +124,8 @@ def _case_outputs(outputs: dict, i: int) -> dict:
 # CumSum, TopK, ArgMax/ArgMin and reducing ScatterElements in float32/64 and int32/64).
 # If, Case and While are generated (`kir.Branch`, `kir.Loop`): never callbacks.
 CALLBACK_OPS = {
-    *("Einsum", "GroupNormalization", "OneHot"),
-    *("Resize", "Shape", "Size", "TransData", "ConvTranspose"),
+    *("Einsum", "GroupNormalization"),
+    *("Shape", "Size", "TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK"),
 }

@@ -6,7 +6,7 @@ STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 
-.PHONY: demo test bench lint format clean venv graphviz chromium
+.PHONY: demo test bench lint docs format clean venv graphviz chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,8 @@ graphviz:
 	  echo "warning: Graphviz 'dot' is missing and could not be installed; picture tests skip"
 
 # Chromium drives the HTML viewer's browser tests (Playwright with executable_path, no
-# browser download). Installed like Graphviz; without it those tests skip with the reason.
+# browser download). Installed like Graphviz; without it those tests skip with the reason
+# (under CI=true they fail: CI must run them).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || \
 	  ( command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get update -qq && \
@@ -54,9 +55,15 @@ bench: $(STAMP_BENCH)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/exported.py
 
+# ruff, then mypy over the public API ([tool.mypy] in pyproject.toml; CONTRIBUTING.md)
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The API reference from the docstrings (Sphinx autodoc), warnings as errors: build/docs/
+docs: $(STAMP_TEST)
+	$(PY) -m sphinx -b html -W --keep-going -q -d build/docs-doctrees docs/api build/docs
 
 format: $(STAMP_TEST)
 	$(VENV)/bin/ruff check --fix .

@@ -62,6 +62,8 @@ def main(argv=None) -> int:
         os._exit(0)  # skips interpreter teardown, where threading runtimes have crashed
     import torch_models
 
+    from mdsl.log import progress
+
     groups = {"blocks": torch_models.BLOCKS, "zoo": torch_models.ZOO}
     chosen = {k: v for k, v in groups.items() if args.set in (k, "all")}
     names = [(g, n) for g, models in chosen.items() for n in models]
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
         names = [(g, n) for g, models in groups.items() for n in models if n in wanted]
     started = time.perf_counter()
     results = []
-    for group, name in names:
+    for group, name in progress(names, "exported models"):
         result = run_worker(name, threads)
         result["group"] = group
         results.append(result)

@@ -66,6 +66,8 @@ def orchestrate(args, threads: list[int]) -> int:
     import harness
     import report
 
+    from mdsl.log import progress
+
     started = time.perf_counter()
     facts = harness.machine_facts()
     facts["revision"] = harness.git_revision(ROOT)
@@ -75,7 +77,7 @@ def orchestrate(args, threads: list[int]) -> int:
     print(f"benchmark processes: {env_note}", flush=True)
     keys = args.only.split(",") if args.only else WORKLOAD_KEYS + EXTRA_KEYS
     budget = [args.wait_quiet]
-    results = [run_worker(key, threads, env, budget) for key in keys]
+    results = [run_worker(key, threads, env, budget) for key in progress(keys, "benchmarks")]
     elapsed = time.perf_counter() - started
     text = report.render(facts, probes, env_note, results, threads, elapsed)
     report.write_results(args.out, text)

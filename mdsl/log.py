@@ -24,9 +24,11 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 
@@ -81,15 +83,60 @@ def progress_enabled() -> bool:
     return hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
 
 
-def progress(iterable: Iterable, description: str, total: int | None = None) -> Iterator:
-    """`iterable`, with a tqdm bar on stderr when `progress_enabled()`."""
-    if not progress_enabled():
+def progress(
+    iterable: Iterable, description: str, total: int | None = None, *, delay: float = 0.0
+) -> Iterator:
+    """`iterable`, with a tqdm bar on stderr when `progress_enabled()`.
+
+    `delay`: seconds before the bar appears, so quick work (a small model's import) shows
+    none.
+    """
+    bar = _tqdm()
+    if bar is None:
         return iter(iterable)
+    return iter(
+        bar(iterable, desc=description, total=total, leave=False, file=sys.stderr, delay=delay)
+    )
+
+
+@contextlib.contextmanager
+def waiting(description: str, *, delay: float = 1.0) -> Iterator[None]:
+    """While the block runs (one long step: a C compile), a bar counting the seconds on a
+    terminal, appearing after `delay` seconds; nothing elsewhere.
+
+    >>> with waiting("compile graph.c"):  # not a terminal here: no bar
+    ...     pass
+    """
+    bar_class = _tqdm()
+    if bar_class is None:
+        yield
+        return
+    done = threading.Event()
+    bar = bar_class(desc=description, total=None, leave=False, file=sys.stderr, delay=delay)
+
+    def tick() -> None:
+        while not done.wait(0.5):
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+        bar.close()
+
+
+def _tqdm():
+    """The tqdm class when bars are wanted and tqdm is importable, else None."""
+    if not progress_enabled():
+        return None
     try:
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency; a stripped install just shows no bar
-        return iter(iterable)
-    return iter(tqdm(iterable, desc=description, total=total, leave=False, file=sys.stderr))
+        return None
+    return tqdm
 
 
 def _configure_from_environment() -> None:
@@ -100,7 +147,7 @@ def _configure_from_environment() -> None:
     if not any(getattr(h, "_mdsl_env", False) for h in logger.handlers):
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
-        handler._mdsl_env = True
+        handler._mdsl_env = True  # type: ignore[attr-defined]  # marks the one handler mdsl added
         logger.addHandler(handler)
     known = isinstance(logging.getLevelName(level), int)
     logger.setLevel(level if known else logging.INFO)

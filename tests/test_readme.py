@@ -9,7 +9,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-DOC_PAGES = ["docs/tutorial.md"]
+DOC_PAGES = [
+    "docs/tutorial.md",
+    "docs/custom-ops.md",
+    "docs/passes.md",
+    "docs/dynamic-shapes.md",
+]
 
 
 def python_blocks(path: Path) -> list[str]:

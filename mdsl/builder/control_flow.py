@@ -308,7 +308,7 @@ def _dynamic_symbols(g: Graph, declared: list) -> set[str]:
 
 def _symbols_in_scope(g: Graph) -> set[str]:
     names: set[str] = set()
-    graph = g
+    graph: Graph | None = g
     while graph is not None:
         for node in graph:
             for t in node.outputs:

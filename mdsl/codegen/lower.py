@@ -16,6 +16,7 @@ from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast, contiguous, contiguous_strides
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import CONST, Node, Tensor
+from mdsl.ir.naming import ascii_word
 from mdsl.ops.bindings import get_binding
 
 HALF = (DType.float16, DType.bfloat16)
@@ -172,16 +173,10 @@ def lower_pointwise(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> k
     )
 
 
-def c_word(text: str, limit: int) -> str:
-    """`text` lowered to ASCII letters and digits, for kernel names: op types may be any
-    Python identifier (non-ASCII letters too), C identifiers here are ASCII only."""
-    return "".join(c for c in text.lower() if c.isascii() and c.isalnum())[:limit] or "op"
-
-
 def kernel_name(ctx: Context, nodes: list[Node]) -> str:
     ops = []
     for n in nodes:
-        op = c_word(n.op_type, 12)
+        op = ascii_word(n.op_type, 12)
         if op not in ops:
             ops.append(op)
     return ctx.fresh("k") + "_" + "_".join(ops[:4])
@@ -258,7 +253,7 @@ def _concat_part(ctx, node, index: int) -> kir.Pointwise:
 # -- callbacks ------------------------------------------------------------------------------------
 def lower_callback(ctx: Context, node: Node) -> kir.Callback:
     return kir.Callback(
-        ctx.fresh("k") + "_py_" + c_word(node.op_type, 16),
+        ctx.fresh("k") + "_py_" + ascii_word(node.op_type, 16),
         [node_ref(node)],
         ctx.callback(node),
         [None if t is None else ctx.buffer_of(t) for t in node.inputs],

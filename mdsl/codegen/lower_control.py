@@ -22,10 +22,11 @@ in the same buffer table and arena as the graph around it:
 from __future__ import annotations
 
 from mdsl.codegen import kir
-from mdsl.codegen.lower import Unsupported, c_word, node_ref
+from mdsl.codegen.lower import Unsupported, node_ref
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import CONST, INPUT, Graph, Node, Tensor
+from mdsl.ir.naming import ascii_word
 from mdsl.ops.control_flow import (
     CASE,
     WHILE,
@@ -57,7 +58,7 @@ def _check_origin_layouts(cf: ControlFlow) -> None:
 
 
 def _kernel_name(builder, cf: ControlFlow) -> str:
-    return builder.ctx.fresh("k") + "_" + c_word(cf.kind, 8)
+    return builder.ctx.fresh("k") + "_" + ascii_word(cf.kind, 8)
 
 
 # -- If and Case -----------------------------------------------------------------------------------

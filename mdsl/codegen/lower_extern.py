@@ -25,7 +25,7 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
 from mdsl.ir.graph import Node, Tensor
-from mdsl.ops.windows import concrete_padding, make_window
+from mdsl.ops.windows import concrete_padding, window_of
 
 BLAS_DTYPES = (DType.float32, DType.float64)
 
@@ -179,9 +179,7 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         raise Unsupported("stored layouts")
     _static_but_batch(x, w, out)
     attrs = anchor.attrs
-    window = make_window(
-        tuple(w.shape[2:]), attrs["strides"], attrs["dilations"], attrs["pads"], attrs["auto_pad"]
-    )
+    window = window_of(attrs, tuple(w.shape[2:]))
     pad = concrete_padding(window, tuple(x.shape[2:]))
     strides, begins, dilations = tuple(window.strides), tuple(pad.begins), tuple(window.dilations)
     n, c, *in_spatial = x.shape
@@ -251,14 +249,7 @@ def lower_pool(ctx: Context, node: Node) -> kir.Pool:
         raise Unsupported("only 1-D and 2-D float32 pooling is generated")
     _static_but_batch(x, out)
     attrs = node.attrs
-    window = make_window(
-        attrs["kernel_shape"],
-        attrs["strides"],
-        attrs["dilations"],
-        attrs["pads"],
-        attrs["auto_pad"],
-        attrs["ceil_mode"],
-    )
+    window = window_of(attrs)
     pad = concrete_padding(window, tuple(x.shape[2:]))
     flat = 4 - len(x.shape)  # leading unit axes that make a 1-D window 2-D
     return kir.Pool(

@@ -29,6 +29,7 @@ from mdsl.codegen.lower import (
 )
 from mdsl.ir.dim import Dim
 from mdsl.ir.graph import Node, Tensor
+from mdsl.ops.registry import get_op
 from mdsl.passes.fusion import node_role, reduction_space
 
 
@@ -130,16 +131,13 @@ class RowProgram:
     def add_node(self, node: Node) -> None:
         role = node_role(node)
         if role == "reduction":
-            rule = ROW_RULES.get(node.op_type)
-            if rule is None:
+            reduction = get_op(node.op_type).reduction  # the op's row rule
+            if reduction is None or reduction.row is None:
                 raise Unsupported(f"no row form for {node.op_type}")
-            result = rule(self, node)
+            result = reduction.row(self, node)
             out = node.outputs[0]
-            (
-                self.vectors
-                if self.is_full(out) and node.op_type in VECTOR_RESULTS
-                else self.scalars
-            )[out] = result
+            vector = self.is_full(out) and reduction.per_element
+            (self.vectors if vector else self.scalars)[out] = result
             return
         if role != "pointwise":
             raise Unsupported(f"{node.op_type} in a reduction group")
@@ -174,105 +172,6 @@ def _check_fits(shape, full):
     for d, f in zip(reversed(shape), reversed(full)):
         if d not in (1, f):
             raise Unsupported(f"{shape} does not broadcast to {full}")
-
-
-# -- rules for reduction ops -----------------------------------------------------------------------
-def _reduce(op, post=None):
-    def rule(prog: RowProgram, node: Node):
-        x = prog.vector(node.inputs[0])
-        value = x if op[1] is None else op[1](x)
-        dtype = node.outputs[0].dtype
-        r = prog.reduce(op[0], value, dtype)
-        return r if post is None else prog.let(post(r, prog.row_count(dtype)), dtype)
-
-    return rule
-
-
-def _log_sum_exp(prog: RowProgram, node: Node):
-    x = prog.vector(node.inputs[0])
-    dt = node.outputs[0].dtype
-    m = prog.reduce("max", x, dt)
-    s = prog.reduce("sum", E.exp(x - m), dt)
-    return prog.let(m + E.log(s), dt)
-
-
-def _reciprocal(n):
-    """1 / the row count; inf for an empty row, so its mean is 0 * inf = NaN (ONNX)."""
-    if isinstance(n, float):
-        return 1.0 / n if n else float("inf")
-    return 1.0 / n
-
-
-def _l2_norm(prog: RowProgram, node: Node):
-    """sqrt(sum(x * x)) scaled by the largest |x| (BLAS nrm2's idea): it neither
-    overflows nor underflows where the norm itself is representable."""
-    x = prog.vector(node.inputs[0])
-    dt = node.outputs[0].dtype
-    inf = float("inf")
-    peak = prog.let(E.max(prog.reduce("max", E.abs(x), dt), 0.0), dt)  # 0 for an empty row
-    finite = E.logical_and(peak > 0.0, peak < inf)
-    inv = prog.let(E.select(finite, 1.0 / peak, 0.0), dt)
-    total = prog.reduce("sum", (x * inv) * (x * inv), dt)
-    return prog.let(E.select(peak < inf, peak * E.sqrt(total), peak), dt)  # inf, NaN: peak
-
-
-def _softmax(log: bool):
-    def rule(prog: RowProgram, node: Node):
-        x = prog.vector(node.inputs[0])
-        dt = node.outputs[0].dtype
-        m = prog.reduce("max", x, dt)
-        e = E.exp(x - m)  # one node in both phases: a target may store it and read it back
-        s = prog.reduce("sum", e, dt)
-        if log:
-            return x - (m + E.log(s))
-        inv = prog.let(1.0 / s, dt)
-        return e * inv
-
-    return rule
-
-
-def _standardized(prog: RowProgram, node: Node):
-    """(x - mean) / sqrt(var + epsilon) over the row (the population variance)."""
-    x = prog.vector(node.inputs[0])
-    dt = node.outputs[0].dtype
-    n = prog.row_count(dt)
-    mean = prog.let(prog.reduce("sum", x, dt) * _reciprocal(n), dt)
-    var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * _reciprocal(n), dt)
-    inv = prog.let(E.rsqrt(var + float(node.attrs["epsilon"])), dt)
-    return (x - mean) * inv
-
-
-def _layer_norm(prog: RowProgram, node: Node):
-    y = _standardized(prog, node) * prog.vector(node.inputs[1])
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
-        y = y + prog.vector(node.inputs[2])
-    return y
-
-
-def _instance_norm(prog: RowProgram, node: Node):
-    """Rows are the spatial axes; scale and bias are per channel (axis 1, a kept axis)."""
-    scale, bias = (prog.vector(t, axis=1) for t in node.inputs[1:3])
-    return _standardized(prog, node) * scale + bias
-
-
-ROW_RULES = {
-    "ReduceSum": _reduce(("sum", None)),
-    "ReduceMean": _reduce(("sum", None), lambda r, n: r * _reciprocal(n)),
-    "ReduceMax": _reduce(("max", None)),
-    "ReduceMin": _reduce(("min", None)),
-    "ReduceProd": _reduce(("prod", None)),
-    "ReduceL1": _reduce(("sum", E.abs)),
-    "ReduceL2": _l2_norm,
-    "ReduceSumSquare": _reduce(("sum", lambda x: x * x)),
-    "ReduceLogSumExp": _log_sum_exp,
-    "GlobalAveragePool": _reduce(("sum", None), lambda r, n: r * _reciprocal(n)),
-    "GlobalMaxPool": _reduce(("max", None)),
-    "Softmax": _softmax(log=False),
-    "LogSoftmax": _softmax(log=True),
-    "LayerNormalization": _layer_norm,
-    "InstanceNormalization": _instance_norm,
-}
-VECTOR_RESULTS = ("Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization")
 
 
 def lower_rows(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Rowwise:

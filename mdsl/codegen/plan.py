@@ -59,6 +59,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
+from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
@@ -133,6 +134,12 @@ class Plan:
         flow: the symbols' values, run-time arena offsets, a slot for a failed check's
         value): `mdsl_run_dims` in C, the `dims` arguments of numba's `run`."""
         return self.is_symbolic or self.has_control_flow
+
+    def slots_bound_by(self, k: kir.Callback) -> list[int]:
+        """The symbol slots callback `k` writes (a data-dependent node's sizes): generated
+        code reloads them from `dims` after the call."""
+        bound = dynamic_symbols(self.callbacks[k.index])
+        return [i for i, s in enumerate(self.symbols) if s in bound]
 
     def all_kernels(self) -> list:
         """Every kernel, those inside control-flow blocks too, in preorder."""
@@ -275,6 +282,7 @@ def _check_bound(g: Graph, control_flow: bool) -> None:
     known = {s for t in g.inputs.values() for s in free_symbols(tuple(t.shape))}
     for sub in all_graphs(g) if control_flow else [g]:
         known |= {s for n in sub if is_control_flow(n) for s in n.attrs.get("dynamic") or ()}
+        known |= {s for n in sub if not is_control_flow(n) for s in _bounded_symbols(n)}
     for sub in all_graphs(g) if control_flow else [g]:
         for node in sub:
             for t in node.outputs:
@@ -289,6 +297,12 @@ def _check_bound(g: Graph, control_flow: bool) -> None:
                         op_type=node.op_type,
                         source=node.source,
                     )
+
+
+def _bounded_symbols(node: Node) -> list[str]:
+    """The data-dependent symbols of `node` that have an upper bound (docs/dynamic-shapes.md):
+    compiled backends size their buffers by it; an unbounded one stays unknown."""
+    return [s for s, bound in dynamic_bounds(node).items() if bound is not None]
 
 
 def _name_symbol_slots(plan: Plan) -> None:
@@ -477,6 +491,8 @@ class _PlanBuilder:
         try:
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
+            if any(_bounded_symbols(n) for n in group.nodes):
+                raise Unsupported("a member's output sizes depend on its input values")
             return self._lower_symbolic(group, _lower_whole)
         except Unsupported as why:
             if len(group.nodes) > 1:
@@ -490,6 +506,8 @@ class _PlanBuilder:
 
     def _lower_single(self, node: Node, outputs: list[Tensor]) -> list:
         single = _Group([node], outputs, group_kind([node]))
+        if _bounded_symbols(node):
+            return [self._lower_data_dependent(node)]
         try:
             if self.c_bindings and c_binding(node):
                 return self._lower_symbolic(
@@ -503,6 +521,19 @@ class _PlanBuilder:
         except Unsupported as why:
             self.plan.fallbacks.append(f"{node.name} ({node.op_type}) runs in Python: {why}")
             return [lower_callback(self.ctx, node)]
+
+    def _lower_data_dependent(self, node: Node) -> kir.Callback:
+        """A node whose output sizes its input values decide runs as a callback: its
+        outputs' buffers are sized with each symbol at its bound, and the callback writes
+        the symbols' actual values into the run's `dims` (`Plan.data_dependent`)."""
+        for symbol, bound in dynamic_bounds(node).items():
+            if bound is not None:
+                self.plan.bounds.append(DynamicBound(symbol, 0, None, (bound,)))
+        self.plan.fallbacks.append(
+            f"{node.name} ({node.op_type}) runs in Python: its output sizes depend on its "
+            "input values"
+        )
+        return lower_callback(self.ctx, node)
 
     def _lower_symbolic(self, group: _Group, lower) -> list:
         """`lower(ctx, group)`; a lowering that cannot handle the group's symbolic dims

@@ -33,7 +33,7 @@ from pathlib import Path
 from mdsl.ir.errors import CompileError
 from mdsl.ir.naming import file_stem
 from mdsl.ir.safe_files import untrusted_reason, write_new
-from mdsl.log import get_logger, timed
+from mdsl.log import get_logger, timed, waiting
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
 
@@ -171,7 +171,11 @@ def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Pat
     if _entry_ok(entry, library):
         _log.info("C library %s: cache hit (%s)", file_name, key)
         return library
-    with timed(_log, "C compile %s (%d lines, cache miss %s)", file_name, source.count("\n"), key):
+    lines = source.count("\n")
+    with (
+        timed(_log, "C compile %s (%d lines, cache miss %s)", file_name, lines, key),
+        waiting(f"C compile {file_name} ({lines} lines)"),
+    ):
         _build_entry(source, toolchain, entry, library.name)
     return library
 

@@ -30,7 +30,9 @@ class OpInfo:
     symbol: the Python operator in the printed form (None: printed as a call `op(...)`).
     precedence: Python's binding strength, higher binds tighter.
     result: the result dtype rule: "promote" (numpy promotion of the arguments),
-    "bool" (comparisons, logic), "cast" (the node's dtype value), "select" (of args 1, 2).
+    "float" (promoted, float64 for integer arguments: exp, log, ...), "bool" (comparisons,
+    logic), "cast" (the node's dtype value), "select" (of args 1, 2). Every target types
+    expressions by it (`mdsl.codegen.expr_types`).
     """
 
     arity: int
@@ -43,10 +45,8 @@ def _infix(symbol, precedence, result="promote"):
     return OpInfo(2, symbol, precedence, result)
 
 
-UNARY_FUNCTIONS = (
-    *("exp", "log", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "abs"),
-    *("floor", "ceil", "round", "sin", "cos", "sign"),
-)
+FLOAT_FUNCTIONS = ("exp", "log", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "sin", "cos")
+UNARY_FUNCTIONS = (*FLOAT_FUNCTIONS, "abs", "floor", "ceil", "round", "sign")
 
 OPS: dict[str, OpInfo] = {
     "var": OpInfo(0),
@@ -65,7 +65,8 @@ OPS: dict[str, OpInfo] = {
     **{op: _infix(s, 1, "bool") for op, s in [("lt", "<"), ("le", "<="), ("gt", ">")]},
     **{op: _infix(s, 1, "bool") for op, s in [("ge", ">="), ("eq", "=="), ("ne", "!=")]},
     **{op: OpInfo(2) for op in ("min", "max", "fmod")},
-    **{op: OpInfo(1) for op in UNARY_FUNCTIONS},
+    **{op: OpInfo(1, result="float") for op in FLOAT_FUNCTIONS},
+    **{op: OpInfo(1) for op in UNARY_FUNCTIONS if op not in FLOAT_FUNCTIONS},
     "select": OpInfo(3, result="select"),
     "cast": OpInfo(1, result="cast"),
 }

@@ -44,6 +44,7 @@ from mdsl.frontends.onnx_ops import (
 from mdsl.frontends.onnx_rules import supported_op_types
 from mdsl.ir.errors import MdslError
 from mdsl.ir.naming import md_cell
+from mdsl.log import progress
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def run_conformance(
     cases = collect_cases(names) if cases is None else cases
     execute = backend_runner(backend)
     op_of = _case_ops(cases)
-    return [run_case(case, execute, op_of[case.name]) for case in cases]
+    steps = progress(cases, f"ONNX conformance ({backend})", total=len(cases))
+    return [run_case(case, execute, op_of[case.name]) for case in steps]
 
 
 def backend_runner(backend: str) -> Callable[[object, dict], dict]:

@@ -45,6 +45,7 @@ from mdsl.frontends.onnx_ops import (
     dtype_from_onnx,
     onnx_type_name,
 )
+from mdsl.frontends.onnx_scopes import has_scoped_names, inferred_layers
 from mdsl.frontends.onnx_values import (
     EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
@@ -60,12 +61,9 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
+from mdsl.log import progress
 from mdsl.ops.apply import apply_op
-from mdsl.ops.registry import get_op, has_op
-
-_RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
-)
+from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 
 
 def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
@@ -89,6 +87,18 @@ def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> G
     return import_model(proto, name=name, label=label, custom_ops=custom_ops)
 
 
+def _unreadable(label: str, error: Exception) -> str:
+    """Why protobuf refused a model, in words (its depth limit, about 32 nested subgraphs,
+    is the one a deep but well-formed model meets)."""
+    reason = f"{type(error).__name__}: {error}"
+    if "MaxDepth" in str(error) or "recursion" in str(error).lower():
+        return (
+            f"{label}: its messages nest deeper than the ONNX parser allows (subgraphs of "
+            f"If/Loop/Scan nest at most about 32 levels) ({reason})"
+        )
+    return f"{label}: not a valid ONNX model ({reason})"
+
+
 def read_model(model):
     """(ModelProto, label for messages) from a path, bytes or ModelProto."""
     import onnx
@@ -100,7 +110,7 @@ def read_model(model):
         try:
             return onnx.load_model_from_string(bytes(model)), "model"
         except (DecodeError, ValueError, RuntimeError) as e:
-            raise GraphError(f"not a valid ONNX model ({type(e).__name__}: {e})") from None
+            raise GraphError(_unreadable("model", e)) from None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.isfile(path):
@@ -108,7 +118,7 @@ def read_model(model):
         try:
             proto = onnx.load(path, load_external_data=False)
         except (DecodeError, ValueError, RuntimeError, OSError) as e:
-            raise GraphError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
+            raise GraphError(_unreadable(path, e)) from None
         load_external_data(proto, path)
         return proto, os.path.basename(path)
     raise GraphError(
@@ -149,6 +159,17 @@ def load_external_data(proto, path: str) -> None:
             ) from None
 
 
+def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
+    """Give `nodes` layers from weight names when no node name has a scope; returns the
+    weights' layers (value name -> layer path)."""
+    if has_scoped_names(graph_proto):
+        return {}
+    layers = inferred_layers(graph_proto)
+    for node, layer in zip(nodes, layers.nodes):
+        node.layer = layer  # "" when nothing tells: the top level
+    return layers.weights
+
+
 def import_model(
     proto, *, name: str | None = None, label: str = "model", custom_ops: dict | None = None
 ) -> Graph:
@@ -161,7 +182,9 @@ def import_model(
         proto = expand_function_ops(proto, opset[""], keep=has_import_rule)
         nodes = [OnnxNode.of(n, opset) for n in proto.graph.node]
         _preflight(proto, nodes, opset, custom)
+        weight_layers = _infer_layers(proto.graph, nodes)
         importer = _Importer(proto, nodes, label, opsets=opset, custom_ops=custom)
+        importer.weight_layers = weight_layers
         return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
@@ -187,6 +210,8 @@ class OnnxNode:
     outputs: list[str]
     attrs: dict
     opset: int
+    # inferred from weight names when no node name carries a scope ("" for the top level)
+    layer: str | None = None
 
     @staticmethod
     def of(proto, opsets: dict[str, int]) -> OnnxNode:
@@ -363,7 +388,7 @@ def _collect_unsupported(
         if is_compile_time(node, compile_time):
             compile_time.update(o for o in node.outputs if o)
         if not is_supported(node, custom) and not (
-            node.is_onnx and node.op_type not in _RANDOM_OPS and _all_known(node, compile_time)
+            node.is_onnx and node.op_type not in RANDOM_OPS and _all_known(node, compile_time)
         ):
             op = node.op_type if node.is_onnx else f"{node.domain}.{node.op_type}"
             shown = repr(node.name) if node.name else f"unnamed -> {node.outputs[0]!r}"
@@ -382,7 +407,7 @@ def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
         return node.inputs[0] in known
     return (
         node.is_onnx
-        and node.op_type not in _RANDOM_OPS
+        and node.op_type not in RANDOM_OPS
         and not node.has_subgraph
         and _all_known(node, known)
     )
@@ -436,6 +461,7 @@ class _Importer:
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
     budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
+    weight_layers: dict[str, str] = field(default_factory=dict)  # see onnx_scopes
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -445,13 +471,18 @@ class _Importer:
         with Graph(name) as g:
             self.graph = g
             self._declare_inputs(graph_proto)
-            for node in self.nodes:
+            for node in self._nodes_with_progress(name):
                 self._visit(node)
             for out in graph_proto.output:
                 g.output(self.tensor(out.name), mdsl_name(out.name))
         for node in _all_nodes(g):
             node.source = self.label  # errors after import point at the model file
         return g
+
+    def _nodes_with_progress(self, name: str):
+        if self._scope_base:  # a subgraph's nodes: the model's own bar covers them
+            return self.nodes
+        return progress(self.nodes, f"import {name}", total=len(self.nodes), delay=1.0)
 
     def _declare_inputs(self, graph_proto) -> None:
         for init in graph_proto.initializer:
@@ -578,6 +609,8 @@ class _Importer:
             v.constant_node.name if v.constant_node is not None and v.constant_node.name else name
         )
         layer, leaf = split_scope(owner)
+        if owner in self.weight_layers:
+            layer = tuple(self.weight_layers[owner].split("/"))
         layer = (*self._scope_base, *layer)
         self._ensure_layers(layer)
         node = context.current_graph()._new_node(
@@ -667,6 +700,9 @@ class _Importer:
         named after it, holding all its nodes.
         """
         layer, leaf = split_scope(node.name or node.op_type)
+        if node.layer is not None:  # a scope-less name ("n14") says nothing: use the weights'
+            layer = tuple(node.layer.split("/")) if node.layer else ()
+            leaf = node.op_type if composite else None
         layer = (*self._scope_base, *layer)
         if composite:
             path = context.current_graph().layer_names.unique("/".join((*layer, leaf)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TypeGuard
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class _Atom:
     def __init__(self, kind: str, name: str = "", num: Dim | None = None, den: int = 0):
         self.kind, self.name, self.num, self.den = kind, name, num, den
         self.key = name if kind == "sym" else f"({num}){'//' if kind == 'floordiv' else '%'}{den}"
-        if kind != "sym" and _is_simple(num):
+        if num is not None and _is_simple(num):
             self.key = f"{num}{'//' if kind == 'floordiv' else '%'}{den}"
 
     def __eq__(self, other):
@@ -48,12 +49,19 @@ class _Atom:
     def __lt__(self, other):
         return self.key < other.key
 
+    @property
+    def operand(self) -> Dim:
+        """The dividend of a floor-division or modulo atom."""
+        if self.num is None:
+            raise ShapeError(f"symbol {self.name} has no operand")
+        return self.num
+
     def evaluate(self, env: Mapping[str, int]) -> int:
         if self.kind == "sym":
             if self.name not in env:
                 raise ShapeError(f"symbolic dim {self.name} has no value bound")
             return int(env[self.name])
-        value = self.num.evaluate(env)
+        value = self.operand.evaluate(env)
         return value // self.den if self.kind == "floordiv" else value % self.den
 
 
@@ -240,7 +248,9 @@ class Dim:
     # -- serialization -----------------------------------------------------------------------
     def to_json(self):
         """A JSON-able form; `dim_from_json` reverses it (ranges of bare symbols included)."""
-        out = {"terms": [[[_atom_to_json(a) for a in m], c] for m, c in self.terms.items()]}
+        out: dict[str, object] = {
+            "terms": [[[_atom_to_json(a) for a in m], c] for m, c in self.terms.items()]
+        }
         if self.min != 0 or self.max is not None:
             out["range"] = [self.min, self.max]
         return out
@@ -249,7 +259,7 @@ class Dim:
 def _atom_to_json(atom: _Atom):
     if atom.kind == "sym":
         return atom.name
-    return {atom.kind: atom.num.to_json(), "den": atom.den}
+    return {atom.kind: atom.operand.to_json(), "den": atom.den}
 
 
 def _atom_from_json(obj) -> _Atom:
@@ -308,7 +318,7 @@ def _monomial_sort_key(mono):
     return (-len(mono) if mono else 1, [a.key for a in mono])
 
 
-def _is_int(x) -> bool:
+def _is_int(x) -> TypeGuard[int]:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 

@@ -60,12 +60,11 @@ def storage_shape(shape: tuple, origin: Format, storage: Format) -> tuple:
     """The shape of a tensor of `shape` in `origin` format once stored as `storage`."""
     if storage == origin or storage == Format.ND:
         return tuple(shape)
-    nchw = _as_nchw(shape, origin) if storage in (Format.NHWC, Format.NC1HWC0) else None
     if storage == Format.NHWC:
-        n, c, h, w = nchw
+        n, c, h, w = _as_nchw(shape, origin)
         return (n, h, w, c)
     if storage == Format.NC1HWC0:
-        n, c, h, w = nchw
+        n, c, h, w = _as_nchw(shape, origin)
         return (n, _ceil_div(c, C0), h, w, C0)
     if storage == Format.FRACTAL_NZ:
         if len(shape) < 2:

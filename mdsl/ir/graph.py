@@ -8,9 +8,10 @@ and passes must preserve (`mdsl.ir.verify` checks it).
 
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -18,12 +19,17 @@ from mdsl.ir import context
 from mdsl.ir.errors import GraphError
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.naming import Namespace
+from mdsl.ir.pass_log import PassLog
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ir.tracebacks import api_boundary
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import TypeAlias
+
+    # what a Tensor operator takes on its other side: a tensor, a Python or numpy scalar, an array
+    Operand: TypeAlias = "Tensor | int | float | bool | np.ndarray | np.generic"
 
 # Structural op types: the graph's boundary, known to every stage.
 INPUT, CONST, OUTPUT = "Input", "Const", "Output"
@@ -38,6 +44,46 @@ class Tensor:
     """
 
     __slots__ = ("index", "producer", "type")
+
+    if TYPE_CHECKING:  # installed by mdsl.ops.tensor_methods (the IR cannot import the ops)
+
+        def __add__(self, other: Operand) -> Tensor: ...
+        def __radd__(self, other: Operand) -> Tensor: ...
+        def __sub__(self, other: Operand) -> Tensor: ...
+        def __rsub__(self, other: Operand) -> Tensor: ...
+        def __mul__(self, other: Operand) -> Tensor: ...
+        def __rmul__(self, other: Operand) -> Tensor: ...
+        def __truediv__(self, other: Operand) -> Tensor: ...
+        def __rtruediv__(self, other: Operand) -> Tensor: ...
+        def __pow__(self, other: Operand) -> Tensor: ...
+        def __rpow__(self, other: Operand) -> Tensor: ...
+        def __matmul__(self, other: Operand) -> Tensor: ...
+        def __rmatmul__(self, other: Operand) -> Tensor: ...
+        def __lt__(self, other: Operand) -> Tensor: ...
+        def __le__(self, other: Operand) -> Tensor: ...
+        def __gt__(self, other: Operand) -> Tensor: ...
+        def __ge__(self, other: Operand) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __getitem__(self, index: Any) -> Tensor: ...
+        def reshape(self, *shape: Any) -> Tensor: ...
+        def transpose(self, *perm: Any) -> Tensor: ...
+        @property
+        def T(self) -> Tensor: ...
+        def astype(self, dtype: Any) -> Tensor: ...
+        def sum(
+            self, axis: int | Sequence[int] | None = None, keepdims: bool = False
+        ) -> Tensor: ...
+        def mean(
+            self, axis: int | Sequence[int] | None = None, keepdims: bool = False
+        ) -> Tensor: ...
+        def max(
+            self, axis: int | Sequence[int] | None = None, keepdims: bool = False
+        ) -> Tensor: ...
+        def min(
+            self, axis: int | Sequence[int] | None = None, keepdims: bool = False
+        ) -> Tensor: ...
+
+    _repr_html_: ClassVar[Callable[..., str]]  # installed by mdsl.tools.notebook
 
     def __init__(self, type: TensorType, producer: Node, index: int = 0):
         self.type = type
@@ -96,6 +142,7 @@ class Node:
     device: str | None = None
     fusion_group: str | None = None
     subgraphs: dict[str, Graph] = field(default_factory=dict)
+    _repr_html_: ClassVar[Callable[..., str]]  # installed by mdsl.tools.notebook
     graph: Graph | None = None
 
     @property
@@ -154,6 +201,8 @@ class Graph:
     (Dim('N'), 4)
     """
 
+    _repr_html_: ClassVar[Callable[..., str]]  # installed by mdsl.tools.notebook
+
     def __init__(self, name: str = "graph"):
         if not isinstance(name, str) or not name:
             raise GraphError(f"a graph name must be a non-empty string, got {name!r}")
@@ -161,11 +210,12 @@ class Graph:
         self._nodes: list[Node] = []
         self._by_name: dict[str, Node] = {}
         self.layers: dict[str, Layer] = {}
-        self.pass_log: list = []
+        self.pass_log: PassLog = PassLog()
         self.parent: Graph | None = None
         self.node_names = Namespace()
         self.layer_names = Namespace()
-        self._saved_scope = None
+        self._saved_scope: contextvars.Token | None = None
+        self._token: contextvars.Token | None = None
         self._version = 0
         self._use_cache: tuple[int, dict] | None = None
         self._source: str | None = None  # where the `with` block opened, for its errors
@@ -178,6 +228,8 @@ class Graph:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if self._token is None or self._saved_scope is None:
+            raise GraphError(f"graph {self.name!r} left a `with` block it never entered")
         context.graph_stack.reset(self._token)
         context.scope_path.reset(self._saved_scope)
         if exc_type is None and not self.outputs:
@@ -218,7 +270,11 @@ class Graph:
     @property
     def outputs(self) -> dict[str, Tensor]:
         """Graph outputs by name: the tensor each `Output_<name>` node consumes."""
-        return {n.attrs["name"]: n.inputs[0] for n in self._nodes if n.op_type == OUTPUT}
+        return {
+            n.attrs["name"]: t
+            for n in self._nodes
+            if n.op_type == OUTPUT and (t := n.inputs[0]) is not None
+        }
 
     @property
     def output_nodes(self) -> list[Node]:
@@ -305,7 +361,7 @@ class Graph:
     def check_owns(self, tensor: Tensor, where: str) -> None:
         """Raise if `tensor` belongs to another graph (subgraphs may read their parents')."""
         owner = tensor.producer.graph
-        g = self
+        g: Graph | None = self
         while g is not None:
             if owner is g:
                 return

@@ -1,12 +1,15 @@
 """Names, and user strings on their way into generated files: the one place unique names
-are made (nodes, layers) and user text is made safe for a file name, a C or Python
-comment, or a Markdown table cell. Every target and every report uses these.
+are made (nodes, layers) and user text is made safe for a file name, an identifier
+(kernel and function names), a C or Python comment, or a Markdown table cell. Every
+target and every report uses these.
 
 >>> c_comment("x */ evil(); /* y"), python_comment("naïve"), md_cell("a|b `c`")
 ('x * / evil(); / * y', 'na?ve', "a\\\\|b 'c'")
 """
 
 from __future__ import annotations
+
+import keyword
 
 
 class Namespace:
@@ -57,6 +60,40 @@ def file_stem(name: str, default: str = "graph") -> str:
     """
     cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in name)
     return cleaned[:40] or default
+
+
+def identifier_stem(name: str) -> str:
+    """A graph name as the stem of C identifiers and project folders: letters, digits and
+    `_`, never a leading digit or `_` (the AscendC op project's names).
+
+    >>> identifier_stem("3-layer mlp"), identifier_stem("__")
+    ('g_3_layer_mlp', 'graph')
+    """
+    stem = "".join(c if c.isalnum() else "_" for c in name).strip("_")[:40] or "graph"
+    return stem if not stem[0].isdigit() else f"g_{stem}"
+
+
+def ascii_word(text: str, limit: int) -> str:
+    """`text` lowered to ASCII letters and digits, for kernel names: op types may be any
+    Python identifier (non-ASCII letters too), C identifiers are ASCII only.
+
+    >>> ascii_word("LayerNormalization", 12), ascii_word("Ü", 8)
+    ('layernormali', 'op')
+    """
+    return "".join(c for c in text.lower() if c.isascii() and c.isalnum())[:limit] or "op"
+
+
+def python_identifier(name: str, reserved=frozenset()) -> str:
+    """`name` as a Python identifier of ASCII characters, never a keyword nor one of
+    `reserved` (a generated module's own names).
+
+    >>> python_identifier("k0_add+relu"), python_identifier("2x"), python_identifier("rt", {"rt"})
+    ('k0_add_relu', 'k_2x', 'rt_')
+    """
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
+    if not cleaned or not cleaned[0].isalpha():
+        cleaned = "k_" + cleaned
+    return cleaned + "_" if keyword.iskeyword(cleaned) or cleaned in reserved else cleaned
 
 
 def c_comment(text: str) -> str:

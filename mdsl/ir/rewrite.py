@@ -25,6 +25,7 @@ import numpy as np
 
 from mdsl.ir.errors import GraphError
 from mdsl.ir.graph import INPUT, OUTPUT, Graph, Layer, Node, Tensor
+from mdsl.ir.pass_log import PassLog
 from mdsl.ir.tensor_type import TensorType
 
 # Graph attributes clone_graph rebuilds itself; any other attribute is copied shallowly.
@@ -68,7 +69,7 @@ def _clone(g: Graph, name: str, parent: Graph | None, mapping: dict) -> Graph:
     for path, lay in g.layers.items():
         new.layers[path] = Layer(lay.path, lay.function)
         new.layer_names.reserve(path)
-    new.pass_log = list(g.pass_log)
+    new.pass_log = PassLog(g.pass_log)
     for node in g:
         new.append(_clone_node(node, new, mapping))
     return new

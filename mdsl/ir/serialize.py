@@ -23,6 +23,7 @@ import re
 import tempfile
 import zipfile
 from collections import ChainMap
+from typing import NoReturn
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -125,7 +126,7 @@ def graph_to_json(g: Graph) -> str:
 
 @api_boundary
 def save(g: Graph, path) -> None:
-    """Write `g` to `path` (a zip: graph.json + constants/*.npy), atomically."""
+    """Write `g` to `path` (a zip: `graph.json` + `constants/*.npy`), atomically."""
     store = _ArrayStore(inline=False)
     doc = {"format": FORMAT, "version": VERSION, "graph": _encode_graph(g, store)}
     path = os.fspath(path)
@@ -150,7 +151,7 @@ def save(g: Graph, path) -> None:
 _MALFORMED = "malformed mdsl graph: "
 
 
-def _fail(message: str):
+def _fail(message: str) -> NoReturn:
     raise GraphError(_MALFORMED + message)
 
 
@@ -176,6 +177,8 @@ class _ArraySource:
         return _read_npy(raw)
 
     def _member(self, name: str) -> bytes:
+        if self.zf is None:
+            _fail(f"member {name} referenced by a document that is no zip")
         try:
             info = self.zf.getinfo(name)
         except KeyError:
@@ -275,7 +278,7 @@ def _decode_graph(doc, source: _ArraySource, parent: Graph | None, outer) -> Gra
 def _decode_node(doc, source: _ArraySource, g: Graph, tensors) -> Node:
     _expect(doc, dict, "node")
     name = _expect(doc.get("name"), str, "node name")
-    inputs = []
+    inputs: list[Tensor | None] = []
     for ref in _expect(doc.get("inputs", []), list, f"inputs of {name}"):
         if ref is None:
             inputs.append(None)

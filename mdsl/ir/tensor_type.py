@@ -15,7 +15,7 @@ MAX_TENSOR_BYTES = 1 << 62  # byte sizes and offsets must fit int64 in generated
 
 @dataclass(frozen=True, slots=True, init=False)
 class TensorType:
-    """Shape (ints and symbolic `Dim`s), dtype and format of a tensor.
+    """Shape (ints and symbolic dims, `Dim`), dtype and format of a tensor.
 
     The origin shape and format are what the user declared. `storage_format` is set by the
     layout pass; the storage shape then follows from it.

@@ -24,9 +24,14 @@ from __future__ import annotations
 import functools
 import os
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from mdsl.ir.errors import MdslError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
 
@@ -36,11 +41,12 @@ def debug_enabled() -> bool:
     return os.environ.get("MDSL_DEBUG", "") not in ("", "0")
 
 
-def api_boundary(fn):
-    """`fn` with mdsl-internal frames trimmed from the tracebacks of MdslErrors it raises."""
+def api_boundary(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn` with mdsl-internal frames trimmed from the tracebacks of MdslErrors it raises
+    (its signature and types unchanged, for IDEs and type checkers)."""
 
     @functools.wraps(fn)
-    def boundary(*args, **kwargs):
+    def boundary(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except MdslError as error:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mdsl import expr
@@ -55,7 +55,7 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
     A "c" implementation is C code the compiled backend calls (it wins over the op's
     expression lowering, library kernels and Python callbacks): `source=` C text compiled
     into the graph's translation unit, or `library=` a prebuilt shared library linked
-    into the graph's library; `symbol=` names the function, which has the signature
+    into the graph's library; `symbol=` names the function, which has the signature::
 
         int symbol(const mdsl_tensor *inputs, int n_inputs,
                    mdsl_tensor *outputs, int n_outputs,
@@ -192,7 +192,7 @@ def _call_form(names: list[str], attrs: dict) -> str:
 def expr_outputs(
     op_type: str,
     fn: Callable,
-    input_names: list[str | None],
+    input_names: Sequence[str | None],
     attrs: dict,
     n_outputs: int,
     error: type[MdslError] = GraphError,

@@ -74,10 +74,10 @@ status; While as `while (cond(v, c)) { if (k++ == max) error; v = body(v, c); }`
 the loop-carried values double-buffered (a body result may be one of its own
 parameters). Symbols in `dynamic` are not known before the node runs: the buffers
 holding them are sized at run time (or by the symbol's declared max). The "c" and
-"numba" backends do all this (`mdsl.codegen.lower_control`, `c_control`,
-`numba_control`); for other code, `mdsl.targets.python.kernels.node_kernel` gives control-flow
-nodes a kernel that runs their subgraphs in the interpreter (`control_flow_kernel`),
-which a compiled executable can call back into.
+"numba" backends do all this (`mdsl.codegen.lower_control`, `mdsl.targets.c.control`,
+`mdsl.targets.numba.control`); for other code, `mdsl.targets.python.kernels.node_kernel`
+gives control-flow nodes a kernel that runs their subgraphs in the interpreter
+(`control_flow_kernel`), which a compiled executable can call back into.
 
 >>> import mdsl
 >>> with mdsl.Graph("demo") as g:

@@ -25,16 +25,27 @@ from mdsl.ops.family import same_dtype
 from mdsl.ops.linalg import matmul
 from mdsl.ops.precision import computes_in_float32, widen
 from mdsl.ops.proto import op_proto
+from mdsl.ops.reductions import (
+    Reduction,
+    axis_attr,
+    instance_norm_rule,
+    layer_norm_rule,
+    mean,
+    reduce_rule,
+    softmax_rule,
+    spatial_axes,
+    trailing_axes,
+)
 from mdsl.ops.registry import Attr, In, check
 from mdsl.ops.scopes import scope
 from mdsl.ops.shape_rules import broadcast_shapes, normalize_axis
 from mdsl.ops.windows import (
     AUTO_PADS,
     Padding,
-    make_window,
     output_shape,
     pad_spatial,
     padded_windows,
+    window_of,
     window_values,
 )
 
@@ -108,8 +119,8 @@ def _conv_node(x, w, b, *, auto_pad, dilations, group, kernel_shape, pads, strid
         f"x has {channels} channels, w expects {w.shape[1]} per group x {group} groups",
     )
     _check_vector(b, out_channels, "Conv bias b")
-    window = make_window(kernel, strides, dilations, pads, auto_pad)
-    out = output_shape(window, x.shape[2:])
+    attrs = {"strides": strides, "dilations": dilations, "pads": pads, "auto_pad": auto_pad}
+    out = output_shape(window_of(attrs, kernel), x.shape[2:])
     return TensorType((x.shape[0], out_channels, *out), x.dtype, _spatial_format(x))
 
 
@@ -222,8 +233,8 @@ def _pads(value, n: int):
 
 
 @computes_in_float32
-def _conv_ref(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, strides):
-    window = make_window(w.shape[2:], strides, dilations, pads, auto_pad)
+def _conv_ref(x, w, b=None, *, group, **attrs):
+    window = window_of(attrs, w.shape[2:])
     windows, padding = padded_windows(x, window, 0)  # (N, C, K, *out)
     n, c = x.shape[:2]
     m = w.shape[0]
@@ -237,13 +248,14 @@ def _conv_ref(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
 
 
 # -- pooling -----------------------------------------------------------------------------------
-def _pool_infer(op_type: str, x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides):
+def _pool_infer(op_type: str, x, **attrs):
     _channels_first(x, op_type, 3)
+    kernel_shape = attrs["kernel_shape"]
     check(
         len(kernel_shape) == x.rank - 2,
         f"kernel_shape {tuple(kernel_shape)} needs {x.rank - 2} entries for input {x.shape}",
     )
-    window = make_window(kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    window = window_of(attrs)
     n = window.rank
     for i in range(n):
         # ONNX Runtime and PyTorch refuse pads a window could lie entirely inside
@@ -353,26 +365,15 @@ def _pool_attrs(n, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad) 
     }
 
 
-def _pool_window(attrs: dict):
-    return make_window(
-        attrs["kernel_shape"],
-        attrs["strides"],
-        attrs["dilations"],
-        attrs["pads"],
-        attrs["auto_pad"],
-        attrs["ceil_mode"],
-    )
-
-
 def _max_pool_ref(x, **attrs):
     lowest = -np.inf if np.issubdtype(widen(x).dtype, np.floating) else np.iinfo(x.dtype).min
-    windows, _ = padded_windows(x, _pool_window(attrs), lowest)
+    windows, _ = padded_windows(x, window_of(attrs), lowest)
     return windows.max(axis=2)
 
 
 @computes_in_float32
 def _average_pool_ref(x, *, count_include_pad, **attrs):
-    window = _pool_window(attrs)
+    window = window_of(attrs)
     windows, padding = padded_windows(x, window, 0)
     counted = _counted_positions(x.shape[2:], padding, count_include_pad)
     counts = window_values(counted, window, padding.out).sum(axis=0)
@@ -394,7 +395,13 @@ def _global_pool_infer(op_type: str, x: TensorType) -> TensorType:
     return TensorType((*x.shape[:2], *(1,) * (x.rank - 2)), x.dtype, _spatial_format(x))
 
 
-@op_proto("GlobalAveragePool", inputs={"x": "float"}, outputs={"y": "float"}, category="reduction")
+@op_proto(
+    "GlobalAveragePool",
+    inputs={"x": "float"},
+    outputs={"y": "float"},
+    category="reduction",
+    reduction=Reduction(spatial_axes, reduce_rule("sum", post=mean)),
+)
 def global_average_pool(x):
     """Mean over every spatial axis of x (N, C, D1, ...), kept as size-1 axes (ONNX
     GlobalAveragePool).
@@ -410,7 +417,11 @@ def global_average_pool(x):
 
 
 @op_proto(
-    "GlobalMaxPool", inputs={"x": _POOL_DTYPES}, outputs={"y": _POOL_DTYPES}, category="reduction"
+    "GlobalMaxPool",
+    inputs={"x": _POOL_DTYPES},
+    outputs={"y": _POOL_DTYPES},
+    category="reduction",
+    reduction=Reduction(spatial_axes, reduce_rule("max")),
 )
 def global_max_pool(x):
     """Maximum over every spatial axis of x (N, C, D1, ...), kept as size-1 axes (ONNX
@@ -500,6 +511,7 @@ def _normalize(x: np.ndarray, axes: tuple, epsilon: float) -> np.ndarray:
     outputs={"y": "float"},
     attrs={"axis": Attr(int, default=-1), "epsilon": Attr(float, default=1e-5)},
     category="reduction",
+    reduction=Reduction(trailing_axes, layer_norm_rule, per_element=True),
 )
 def layer_norm(x, scale, bias, *, axis, epsilon):
     """Normalize x over its axes from `axis` on, then scale and shift (ONNX
@@ -544,6 +556,7 @@ def _layer_norm_ref(x, scale, bias=None, *, axis, epsilon):
     outputs={"y": "float"},
     attrs={"epsilon": Attr(float, default=1e-5)},
     category="reduction",
+    reduction=Reduction(spatial_axes, instance_norm_rule, per_element=True),
 )
 def instance_norm(x, scale, bias, *, epsilon):
     """Normalize each (sample, channel) of x (N, C, D1, ...) over its spatial axes, then
@@ -627,6 +640,7 @@ def _softmax_family(op_type: str, doc: str):
         outputs={"y": "float"},
         attrs={"axis": Attr(int, default=-1)},
         category="reduction",
+        reduction=Reduction(axis_attr, softmax_rule(log=op_type == "LogSoftmax"), per_element=True),
     )(infer)
 
 

@@ -12,6 +12,7 @@ from mdsl.ir.errors import GraphError
 from mdsl.ir.source import user_source
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ops.apply import apply_op, prospective_name
+from mdsl.ops.reductions import Reduction
 from mdsl.ops.registry import COST_CLASSES, Attr, OpDef, get_op, make_slots, register
 from mdsl.ops.signature import bind_call, builder_doc, builder_signature
 
@@ -25,13 +26,16 @@ def op_proto(
     category: str = "opaque",
     doc: str | None = None,
     cost: str = "arithmetic",
+    reduction: Reduction | None = None,
 ):
     """Register op `op_type` and turn the InferShape function into the op's builder.
 
     The decorated function receives the inputs' `TensorType`s positionally and the attrs
     as keywords, and returns the output `TensorType` (a tuple for several outputs). Inside
     a graph the returned builder takes Tensors (or Python scalars) and attrs, and
-    `name=` to name the node.
+    `name=` to name the node. `reduction`: what a "reduction" op reduces and how a row
+    kernel computes it (`mdsl.ops.reductions.Reduction`; by default its `axes`/`axis` attr
+    and no row form).
 
     >>> import mdsl
     >>> @mdsl.op_proto("Double", inputs={"x": "float"}, outputs={"y": "float"})
@@ -65,6 +69,7 @@ def op_proto(
                 category,
                 doc or inspect.getdoc(infer) or "",
                 cost=cost,
+                reduction=reduction,
             )
         )
         return make_builder(opdef, infer)
@@ -93,10 +98,8 @@ def make_builder(opdef: OpDef, template=None):
 
     if template is not None:
         functools.update_wrapper(builder, template)
-    builder.__wrapped__ = None
-    del builder.__wrapped__  # help() and inspect show the signature below, not infer's
-    builder.__signature__ = builder_signature(opdef)
+    facts = vars(builder)  # a function's attributes, set without upsetting type checkers
+    facts.pop("__wrapped__", None)  # help() and inspect show the signature below, not infer's
+    facts.update(__signature__=builder_signature(opdef), opdef=opdef, op_type=opdef.op_type)
     builder.__doc__ = builder_doc(opdef)
-    builder.opdef = opdef
-    builder.op_type = opdef.op_type
     return builder

@@ -12,9 +12,19 @@ import math
 
 import numpy as np
 
+from mdsl import expr as E
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
+from mdsl.ops.reductions import (
+    Reduction,
+    axes_attr,
+    axis_attr,
+    l2_norm_rule,
+    log_sum_exp_rule,
+    mean,
+    reduce_rule,
+)
 from mdsl.ops.registry import Attr, check
 from mdsl.ops.shape_rules import normalize_axes, normalize_axis
 
@@ -30,7 +40,7 @@ def reduced_type(x: TensorType, axes, keepdims: bool) -> TensorType:
     return TensorType(tuple(shape), x.dtype)
 
 
-def _reduction(op_type: str, reference, doc: str, dtypes="numeric"):
+def _reduction(op_type: str, reference, doc: str, row, dtypes="numeric"):
     def infer(x, *, axes, keepdims):
         return reduced_type(x, axes, keepdims)
 
@@ -41,6 +51,7 @@ def _reduction(op_type: str, reference, doc: str, dtypes="numeric"):
         outputs={"y": dtypes},
         attrs={"axes": Attr([int], default=None), "keepdims": Attr(bool, default=True)},
         category="reduction",
+        reduction=Reduction(axes_attr, row),
     )(infer)
 
     def run(x, *, axes, keepdims):
@@ -75,19 +86,24 @@ def _mean(x, axis, keepdims):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
-reduce_sum = _reduction("ReduceSum", np.sum, "Sum over `axes` (all when None).")
+reduce_sum = _reduction("ReduceSum", np.sum, "Sum over `axes` (all when None).", reduce_rule("sum"))
 reduce_mean = _reduction(
-    "ReduceMean", _mean, "Mean over `axes` (all when None); NaN over an empty axis."
+    "ReduceMean",
+    _mean,
+    "Mean over `axes` (all when None); NaN over an empty axis.",
+    reduce_rule("sum", post=mean),
 )
 reduce_max = _reduction(
     "ReduceMax",
     _extreme(np.max, -np.inf, "min"),
     "Maximum over `axes` (all when None); -inf (an integer type's minimum) over an empty axis.",
+    reduce_rule("max"),
 )
 reduce_min = _reduction(
     "ReduceMin",
     _extreme(np.min, np.inf, "max"),
     "Minimum over `axes` (all when None); inf (an integer type's maximum) over an empty axis.",
+    reduce_rule("min"),
 )
 
 
@@ -119,16 +135,19 @@ reduce_prod = _reduction(
     "ReduceProd",
     lambda x, axis, keepdims: np.prod(_wide(x), axis=axis, keepdims=keepdims),
     "Product over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_prod"),
+    reduce_rule("prod"),
 )
 reduce_l1 = _reduction(
     "ReduceL1",
     lambda x, axis, keepdims: np.sum(np.abs(_wide(x)), axis=axis, keepdims=keepdims),
     "Sum of absolute values over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_l1"),
+    reduce_rule("sum", pre=E.abs),
 )
 reduce_l2 = _reduction(
     "ReduceL2",
     lambda x, axis, keepdims: np.sqrt(np.sum(np.square(_wide(x)), axis=axis, keepdims=keepdims)),
     "Euclidean norm over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_l2"),
+    l2_norm_rule,
     dtypes="float",
 )
 reduce_log_sum_exp = _reduction(
@@ -136,12 +155,14 @@ reduce_log_sum_exp = _reduction(
     _log_sum_exp,
     "log(sum(exp(x))) over `axes` (all when None), computed without overflow."
     + _EXAMPLE.format(builder="reduce_log_sum_exp"),
+    log_sum_exp_rule,
     dtypes="float",
 )
 reduce_sum_square = _reduction(
     "ReduceSumSquare",
     lambda x, axis, keepdims: np.sum(np.square(_wide(x)), axis=axis, keepdims=keepdims),
     "Sum of squares over `axes` (all when None)." + _EXAMPLE.format(builder="reduce_sum_square"),
+    reduce_rule("sum", pre=lambda x: x * x),
 )
 
 
@@ -162,6 +183,7 @@ def _arg_reduction(op_type: str, pick, doc: str):
             "select_last_index": Attr(bool, default=False),
         },
         category="reduction",
+        reduction=Reduction(axis_attr),
     )(infer)
 
     def run(x, *, axis, keepdims, select_last_index):

@@ -18,6 +18,7 @@ from mdsl.ir import dtype as dtypes
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError, GraphError, MdslError, ShapeError, did_you_mean
+from mdsl.ops.reductions import Reduction
 
 CATEGORIES = ("pointwise", "reduction", "extern", "data_movement", "opaque", "structural")
 
@@ -69,7 +70,7 @@ class Attr:
     `Attr(str, default="none", choices=("none", "tanh"))`, `Attr(float, required=True)`.
 
     Types: int, float, bool, str, mdsl.DType, np.ndarray, and lists `[int]`, `[float]`,
-    `[str]` (stored as tuples). Integer and float attrs also hold symbolic `Dim`s.
+    `[str]` (stored as tuples). Integer and float attrs also hold symbolic dims (`Dim`).
     """
 
     __slots__ = ("choices", "default", "doc", "kind")
@@ -189,6 +190,10 @@ _COERCE = {
 
 
 COST_CLASSES = ("arithmetic", "transcendental")  # what one output element costs, roughly
+# ONNX's random ops: a new value every run, so never folded, hoisted or evaluated at import
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
+)
 
 
 @dataclass(slots=True)
@@ -204,6 +209,12 @@ class OpDef:
     doc: str = ""
     extra: dict = field(default_factory=dict)  # lowering hints added by later stages
     cost: str = "arithmetic"  # or "transcendental": an exp-like op (passes.cost weighs it)
+    reduction: Reduction | None = None  # a reduction's axes and row rule (ops.reductions)
+
+    def reduced_axes(self, attrs: dict, rank: int) -> tuple[int, ...]:
+        """The sorted axes a node of this reduction op reduces, for an input of `rank`
+        (TypeError when the op declares none and has no `axes`/`axis` attr)."""
+        return (self.reduction or Reduction()).axes(attrs, rank)
 
     def check_attrs(self, given: dict) -> dict:
         """Attrs with defaults filled in, each validated; GraphError on unknown/missing."""

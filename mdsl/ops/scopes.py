@@ -78,7 +78,7 @@ def layer(fn=None, *, name: str | None = None):
         with _enter_layer(scope_name, qualname):
             return fn(*args, **kwargs)
 
-    wrapper.__mdsl_layer__ = scope_name
+    vars(wrapper)["__mdsl_layer__"] = scope_name  # marks a layer function (its scope name)
     return wrapper
 
 

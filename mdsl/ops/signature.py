@@ -134,11 +134,11 @@ def unknown_keyword_message(keyword: str, inputs: list[str], attrs: list[str]) -
     """`unknown keyword `stride=` (did you mean `strides=`?); inputs: ...; attrs: ...`."""
     message = f"unknown keyword `{keyword}=`"
     message += did_you_mean(keyword, [*inputs, *attrs, "name", "device"])
-    known = [
+    parts = [
         f"inputs: {', '.join(inputs)}" if inputs else "",
         f"attrs: {', '.join(attrs)}" if attrs else "",
     ]
-    known = "; ".join(k for k in known if k)
+    known = "; ".join(k for k in parts if k)
     return f"{message}; {known}" if known else message
 
 

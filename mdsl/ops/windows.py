@@ -65,6 +65,25 @@ def make_window(kernel, strides, dilations, pads, auto_pad="NOTSET", ceil_mode=F
     return Window(tuple(kernel), strides, dilations, pads, auto_pad, bool(ceil_mode))
 
 
+def window_of(attrs: dict, kernel=None) -> Window:
+    """The Window of a Conv or pooling node from its attrs (`kernel`: a Conv's kernel
+    size, read from its weights; pools declare `kernel_shape`). The op's shape rule,
+    its numpy reference and the code generators all take the window from here.
+
+    >>> window_of({"kernel_shape": (2, 2), "strides": (2, 2), "dilations": None,
+    ...            "pads": None, "auto_pad": "NOTSET", "ceil_mode": False}).pads
+    (0, 0, 0, 0)
+    """
+    return make_window(
+        attrs["kernel_shape"] if kernel is None else kernel,
+        attrs["strides"],
+        attrs["dilations"],
+        attrs["pads"],
+        attrs["auto_pad"],
+        attrs.get("ceil_mode", False),
+    )
+
+
 def _per_axis(what: str, values, n: int, default: int) -> tuple:
     if values is None:
         return (default,) * n

@@ -47,8 +47,7 @@ from mdsl.ops.control_flow import (
     subgraph_params,
     subgraph_results,
 )
-from mdsl.ops.registry import get_op, has_op
-from mdsl.passes.fold import RANDOM_OPS
+from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 from mdsl.passes.manager import PassResult, register
 
 MAX_SUNK_ELEMENTS = 64  # bigger captured constants (weights) stay outside, passed in

@@ -1,15 +1,18 @@
-"""The static cost model shared by placement and pipeline staging: FLOPs and bytes per node.
+"""The static cost model: FLOPs and bytes per node, for placement, pipeline staging and
+the profiler (which counts the nodes it runs as callbacks or interprets with it).
 
 Estimates, not measurements: what matters to the passes using them is the ratio between
 nodes (a GEMM against a LayerNorm, a block against a block) and between compute and data
-movement. Rules:
+movement. Rules (`node_flops`):
 
 - MatMul / Gemm: 2*M*N*K (one multiply-add per output per reduced element), + the bias;
-  Conv: 2 * outputs * (Cin/groups)*KH*KW; Einsum: 2 * outputs * the contracted sizes;
-- pointwise ops: one op per output element, TRANSCENDENTAL_OPS ops for exp/erf/tanh-like
-  ones (those declared with `cost="transcendental"`); reductions and normalizations:
-  NORMALIZATION_OPS ops per input element;
-- data movement: no FLOPs, only bytes;
+  Conv: 2 * outputs * (Cin/groups)*KH*KW, + the bias; Einsum: 2 * max(outputs, inputs read);
+- pointwise ops: per output element, for the passes one op, TRANSCENDENTAL_OPS for
+  exp-like ones (declared with `cost="transcendental"`); as the profiler counts
+  (`counted=True`), the operations of the op's expression form (`expression_ops`);
+- reductions and normalizations: per input element, NORMALIZATION_OPS ops (counted: one);
+- data movement: no FLOPs, only bytes; other ops: one op per output element (counted:
+  none);
 - control flow: the most expensive branch (If/Case), one run of cond and body (While);
 - bytes: what a node reads plus what it writes (no caches).
 
@@ -33,13 +36,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mdsl import expr as E
 from mdsl.ir.dim import Dim
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
+from mdsl.ops.bindings import get_binding
 from mdsl.ops.registry import get_op, has_op
 
 DEFAULT_SYMBOL_SIZE = 32
 TRANSCENDENTAL_OPS = 8
 NORMALIZATION_OPS = 5
+FREE_OPS = frozenset({"var", "const", "cast"})  # no arithmetic: not counted as FLOPs
 _STRUCTURAL = frozenset({INPUT, CONST, OUTPUT})
 
 
@@ -102,8 +108,9 @@ class CostModel:
             return ZERO
         if node.subgraphs:
             return self._control_flow_cost(node)
-        moved = sum(self.tensor_bytes(t) for t in [*node.inputs, *node.outputs] if t is not None)
-        return NodeCost(self._flops(node), moved)
+        tensors = [*node.inputs, *node.outputs]
+        shapes = [None if t is None else self.dims(t.shape) for t in tensors]
+        return NodeCost(self._flops(node), tensors_bytes(tensors, shapes))
 
     def _control_flow_cost(self, node: Node) -> NodeCost:
         subs = {key: self.graph(sub) for key, sub in node.subgraphs.items()}
@@ -114,27 +121,66 @@ class CostModel:
     def _flops(self, node: Node) -> int:
         if not node.outputs:
             return 0
-        out = self.numel(node.outputs[0])
         shapes = [None if t is None else self.dims(t.shape) for t in node.inputs]
-        op = node.op_type
-        if op == "MatMul" and shapes[0]:
-            return 2 * out * shapes[0][-1]
-        if op == "Gemm" and shapes[0]:
-            k = shapes[0][0] if node.attrs.get("transA") else shapes[0][-1]
-            return 2 * out * k + (out if len(shapes) > 2 and shapes[2] is not None else 0)
-        if op == "Conv" and len(shapes) > 1 and shapes[1]:
-            return 2 * out * math.prod(shapes[1][1:]) + (out if len(shapes) > 2 else 0)
-        if op == "Einsum":
-            read = sum(math.prod(s) for s in shapes if s)
-            return 2 * max(out, read)
-        opdef = get_op(op) if has_op(op) else None
-        category = opdef.category if opdef else "opaque"
-        if category == "data_movement":
-            return 0
-        if category == "reduction" and shapes and shapes[0] is not None:
-            return NORMALIZATION_OPS * math.prod(shapes[0])
-        transcendental = opdef is not None and opdef.cost == "transcendental"
-        return out * (TRANSCENDENTAL_OPS if transcendental else 1)
+        return node_flops(node, shapes, self.dims(node.outputs[0].shape))
+
+
+def node_flops(node: Node, shapes: list, out_shape, counted: bool = False) -> int:
+    """The FLOPs of one run of `node` with inputs of `shapes` (None: an absent input) and a
+    first output of `out_shape`: the passes' weights, or (`counted`) the operations the
+    profiler counts (see the module doc for the rules)."""
+    out = math.prod(out_shape)
+    op = node.op_type
+    bias = out if len(shapes) > 2 and shapes[2] is not None else 0
+    if op == "MatMul" and shapes and shapes[0]:
+        return 2 * out * shapes[0][-1]
+    if op == "Gemm" and shapes and shapes[0]:
+        k = shapes[0][0] if node.attrs.get("transA") else shapes[0][-1]
+        return 2 * out * k + bias
+    if op == "Conv" and len(shapes) > 1 and shapes[1]:
+        return 2 * out * math.prod(shapes[1][1:]) + bias
+    if op == "Einsum":
+        read = sum(math.prod(s) for s in shapes if s)
+        return 2 * max(out, read)
+    opdef = get_op(op) if has_op(op) and not node.subgraphs else None
+    category = opdef.category if opdef else "opaque"
+    if category == "data_movement":
+        return 0
+    if category == "reduction" and shapes and shapes[0] is not None:
+        return (1 if counted else NORMALIZATION_OPS) * math.prod(shapes[0])
+    if counted:
+        return out * _expression_ops_of(node) if category == "pointwise" else 0
+    transcendental = opdef is not None and opdef.cost == "transcendental"
+    return out * (TRANSCENDENTAL_OPS if transcendental else 1)
+
+
+def tensors_bytes(tensors, shapes) -> int:
+    """Bytes of `tensors` (None: absent) of `shapes`: what a node reads plus writes."""
+    return sum(math.prod(s) * t.dtype.itemsize for t, s in zip(tensors, shapes) if t is not None)
+
+
+def expression_ops(*roots: E.Expr) -> int:
+    """Arithmetic operations in the expressions (shared subexpressions count once).
+
+    >>> x = E.var("x")
+    >>> expression_ops(x * E.sigmoid(1.702 * x))
+    3
+    """
+    return sum(1 for n in E.walk(*roots) if n.op not in FREE_OPS)
+
+
+def _expression_ops_of(node: Node) -> int:
+    """The operations of a pointwise node's expression form (at least one)."""
+    binding = get_binding(node.op_type, "expr")
+    if binding is None:
+        return 1
+    args = [None if t is None else E.var(f"in{i}") for i, t in enumerate(node.inputs)]
+    try:
+        result = binding.fn(*args, **node.attrs)
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        return max(1, expression_ops(*(E.as_expr(o) for o in outs)))
+    except Exception:  # an expression form failing here fails in the interpreter too
+        return 1
 
 
 def _symbol_sizes(g: Graph, given: Mapping[str, int]) -> dict[str, int]:

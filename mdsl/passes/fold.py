@@ -25,15 +25,12 @@ import numpy as np
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import all_graphs, mark_changed, use_map
 from mdsl.ops.bindings import get_binding
-from mdsl.ops.registry import get_op, has_op
+from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 from mdsl.passes.cost import CostModel
 from mdsl.passes.manager import PassResult, register
 
 MAX_FOLDED_ELEMENTS = 1 << 20
 MAX_FOLDED_FLOPS = 1 << 26
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli"}
-)
 
 
 @register("fold_constants", levels=(1, 2, 3), phase="cleanup")

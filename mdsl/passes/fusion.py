@@ -66,23 +66,12 @@ from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import all_graphs, use_map
 from mdsl.ops.registry import get_op, has_op
-from mdsl.ops.shape_rules import normalize_axes, normalize_axis
 from mdsl.passes.manager import PassResult, register
 
 DEFAULT_MAX_GROUP_SIZE = 32
 KINDS = ("pointwise", "reduction", "extern_epilogue", "opaque")
 STRUCTURAL = (INPUT, CONST, OUTPUT)
 GROUP_PREFIX = "fg"
-
-# Reductions whose reduced axes are not given by an `axes` or `axis` attr.
-_FIXED_REDUCTION_AXES = {
-    "GlobalAveragePool": lambda rank: range(2, rank),
-    "GlobalMaxPool": lambda rank: range(2, rank),
-    "GlobalLpPool": lambda rank: range(2, rank),
-    "InstanceNormalization": lambda rank: range(2, rank),
-}
-# Reductions over every axis from `axis` on (ONNX LayerNormalization).
-_TRAILING_AXIS_REDUCTIONS = ("LayerNormalization", "RMSNormalization", "SimplifiedLayerNorm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,30 +123,15 @@ def node_role(node: Node) -> str:
 
 def reduction_space(node: Node) -> tuple:
     """(shape iterated, reduced axes) of a reduction node. Reductions that share a space
-    can run in one kernel; an unknown reduction gets a space of its own."""
+    can run in one kernel; an unknown reduction gets a space of its own. The op declares
+    its axes (`mdsl.ops.reductions`)."""
     x = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
     if x is None:
         return ((), f"?{node.name}")
     try:
-        return (x.shape, _reduced_axes(node, x.rank))
-    except (MdslError, TypeError):  # an op we cannot read the axes of: a space of its own
+        return (x.shape, get_op(node.op_type).reduced_axes(node.attrs, x.rank))
+    except (MdslError, TypeError, KeyError):  # axes we cannot read: a space of its own
         return (x.shape, f"?{node.name}")
-
-
-def _reduced_axes(node: Node, rank: int) -> tuple[int, ...]:
-    attrs = node.attrs
-    if node.op_type in _FIXED_REDUCTION_AXES:
-        axes = tuple(_FIXED_REDUCTION_AXES[node.op_type](rank))
-    elif node.op_type in _TRAILING_AXIS_REDUCTIONS:
-        axes = tuple(range(normalize_axis(attrs.get("axis", -1), rank), rank))
-    elif "axes" in attrs:
-        given = attrs["axes"]
-        axes = tuple(range(rank)) if given is None else tuple(normalize_axes(given, rank))
-    elif "axis" in attrs and isinstance(attrs["axis"], int):
-        axes = (normalize_axis(attrs["axis"], rank),)
-    else:
-        raise TypeError(f"no known reduced axes for {node.op_type}")
-    return tuple(sorted(axes))
 
 
 def space_shapes(space: tuple) -> set:

@@ -32,9 +32,11 @@ from dataclasses import dataclass
 
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import Graph
+from mdsl.ir.pass_log import PassLog
 from mdsl.ir.rewrite import all_graphs, clone_graph
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ir.verify import verify
+from mdsl.log import format_seconds
 
 # Where a pass sits in `mdsl.optimize`'s pipeline (see `optimize_pipeline`):
 #   "cleanup" - cheap local passes repeated to a fixed point (fold, simplify, cse, dce)
@@ -75,7 +77,8 @@ class PassLogEntry:
     def __str__(self) -> str:
         mark = "*" if self.changed else " "
         counts = f"{self.nodes_before} -> {self.nodes_after} nodes"
-        return f"{mark} {self.name:<18} {counts:<22} {self.summary}".rstrip()
+        took = format_seconds(self.seconds)
+        return f"{mark} {self.name:<22} {counts:<18} {took:>8}  {self.summary}".rstrip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +262,7 @@ class PassManager:
         entry = PassLogEntry(
             info.name, bool(result.changed), before, count_nodes(out), result.summary, elapsed
         )
-        out.pass_log = [*log, entry]
+        out.pass_log = PassLog([*log, entry])
         self.history.append(info.name)
         return out, bool(result.changed)
 

@@ -1,4 +1,5 @@
 """Running graphs: `compile` and the Executable, heterogeneous and pipelined execution,
-profiling, saving and comparing; the reference interpreter is the python target's."""
+profiling and saving (comparing is `mdsl.tools.compare`); the reference interpreter is the
+python target's."""
 
 from mdsl.targets.python.interpreter import interpret

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING, overload
 
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
@@ -11,7 +12,36 @@ from mdsl.log import get_logger, timed
 from mdsl.runtime.executable import Executable, checked_threads
 from mdsl.targets import registry
 
+if TYPE_CHECKING:
+    from mdsl.runtime.hetero import HeteroExecutable
+
 _log = get_logger(__name__)
+
+
+@overload
+def compile(
+    g: Graph,
+    backend: str = ...,
+    *,
+    opt_level: int = ...,
+    threads: int | None = ...,
+    march_native: bool = ...,
+    debug: bool = ...,
+    devices: None = ...,
+    specialize: dict[str, list[int]] | bool | None = ...,
+) -> Executable: ...
+@overload
+def compile(
+    g: Graph,
+    backend: str = ...,
+    *,
+    opt_level: int = ...,
+    threads: int | None = ...,
+    march_native: bool = ...,
+    debug: bool = ...,
+    devices: dict[str, str],
+    specialize: dict[str, list[int]] | bool | None = ...,
+) -> HeteroExecutable: ...
 
 
 @api_boundary
@@ -25,7 +55,7 @@ def compile(
     debug: bool = False,
     devices: dict[str, str] | None = None,
     specialize: dict[str, list[int]] | bool | None = None,
-) -> Executable:
+) -> Executable | HeteroExecutable:
     """Optimize `g` (`mdsl.optimize(g, opt_level)`) and compile it for `backend`.
 
     "c": fused C kernels built with the system compiler (BLAS for GEMM, OpenMP threads);
@@ -85,14 +115,15 @@ def compile(
         )
 
 
-def make_backend(name: str, march_native: bool = True):
+def make_backend(name: str, march_native: bool = True) -> registry.Target:
     """The target object an Executable of backend `name` builds with: `name`'s, or, on a
     machine where it cannot build (a C compiler missing), its fallback's, with a warning."""
     cls = registry.target_class(name)
     reason = getattr(cls, "unavailable", lambda: None)()
-    if reason is not None and getattr(cls, "fallback", None):
+    fallback = getattr(cls, "fallback", None)
+    if reason is not None and fallback:
         warnings.warn(
-            f"{reason}: compiling with backend={cls.fallback!r}", RuntimeWarning, stacklevel=3
+            f"{reason}: compiling with backend={fallback!r}", RuntimeWarning, stacklevel=3
         )
-        name = cls.fallback
+        name = fallback
     return registry.make_target(name, march_native=march_native)

@@ -14,9 +14,10 @@ convolution 2*N*Cout*OH*OW*(Cin/groups)*KH*KW, a pooling window one op per eleme
 pointwise and row kernels count one op per element per operation of their expressions
 (an exp, a compare or a select count one each; loads, constants and casts count none),
 epilogues likewise over the GEMM/convolution output. Bytes are the sizes of the buffers a
-kernel reads plus those it writes (no cache modelling). A Python callback is costed by its
-node's op (MatMul/Gemm/Conv formulas, an expression's op count per element, one op per
-input element for reductions, none for data movement).
+kernel reads plus those it writes (no cache modelling). A Python callback, and each node
+the python backend interprets, is costed by the one cost model, `mdsl.passes.cost`
+(`node_flops(..., counted=True)`: MatMul/Gemm/Conv/Einsum formulas, an expression's op
+count per element, one op per input element for reductions, none for data movement).
 
 >>> import numpy as np, mdsl
 >>> with mdsl.Graph("mlp") as g:
@@ -42,20 +43,20 @@ from pathlib import Path
 
 import numpy as np
 
-from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.html import escape, html_block, html_table
 from mdsl.ir.text import WIDTH, clip, shorten_path
 from mdsl.log import format_seconds
+from mdsl.passes import cost
+from mdsl.passes.cost import expression_ops
 from mdsl.targets.feeds import bind_feeds
 
 TABLE_WIDTH = WIDTH
 TOP = 15
 LAYER_DEPTH = 2
 BUSY_SPREAD = 0.25  # run-time IQR above this share of the median: the machine was busy
-FREE_OPS = frozenset({"var", "const", "cast"})  # no arithmetic: not counted as FLOPs
 
 
 # -- the result ------------------------------------------------------------------------------
@@ -476,18 +477,7 @@ def _common_layer(layers: list[str]) -> str:
     return "/".join(common)
 
 
-# -- costs ------------------------------------------------------------------------------------
-def expression_ops(*roots: E.Expr) -> int:
-    """Arithmetic operations in the expressions (shared subexpressions count once).
-
-    >>> import mdsl
-    >>> x = mdsl.expr.var("x")
-    >>> expression_ops(x * mdsl.expr.sigmoid(1.702 * x))
-    3
-    """
-    return sum(1 for n in E.walk(*roots) if n.op not in FREE_OPS)
-
-
+# -- costs: Kernel IR kernels counted here, nodes by the one cost model (passes.cost) ---------
 def kernel_flops(k, node_of: Mapping[str, Node], symbols: Mapping[str, int] | None = None) -> int:
     """The FLOPs of one run of Kernel IR record `k` (see the module doc); an expression
     of the plan's slot symbols when its sizes are symbolic (`symbols`: the graph's
@@ -545,46 +535,15 @@ def kernel_bytes(k, buffers: Mapping) -> int:
 
 
 def node_flops(node: Node, input_shapes: list, output_shapes: list) -> int:
-    """An estimate of one node's FLOPs from its op and shapes (None: an absent input)."""
+    """One node's FLOPs from its op and shapes (None: an absent input), as the profiler
+    counts them (`mdsl.passes.cost.node_flops`)."""
     if not output_shapes or output_shapes[0] is None:
         return 0
-    out = math.prod(output_shapes[0])
-    a = input_shapes[0] if input_shapes else None
-    has_bias = len(input_shapes) > 2 and input_shapes[2] is not None
-    if node.op_type == "MatMul" and a:
-        return 2 * out * a[-1]
-    if node.op_type == "Gemm" and a and len(a) == 2:
-        k = a[0] if node.attrs.get("transA") else a[1]
-        return 2 * out * k + (out if has_bias else 0)
-    if node.op_type == "Conv" and len(input_shapes) > 1 and input_shapes[1]:
-        return 2 * out * math.prod(input_shapes[1][1:]) + (out if has_bias else 0)
-    role = _node_role(node)
-    if role == "pointwise":
-        return out * _node_expression_ops(node)
-    if role == "reduction" and a is not None:
-        return math.prod(a)
-    return 0
-
-
-def _node_role(node: Node) -> str:
-    from mdsl.passes.fusion import node_role
-
-    return node_role(node)
-
-
-def _node_expression_ops(node: Node) -> int:
-    from mdsl.codegen.lower import Unsupported, node_exprs
-
-    args = [None if t is None else E.var(f"in{i}") for i, t in enumerate(node.inputs)]
-    try:
-        return max(1, expression_ops(*node_exprs(node, args)))
-    except (Unsupported, MdslError):
-        return 1
+    return cost.node_flops(node, input_shapes, output_shapes[0], counted=True)
 
 
 def node_bytes(node: Node, input_shapes: list, output_shapes: list) -> int:
-    tensors = zip([*node.inputs, *node.outputs], [*input_shapes, *output_shapes])
-    return sum(math.prod(s) * t.dtype.itemsize for t, s in tensors if t is not None and s)
+    return cost.tensors_bytes([*node.inputs, *node.outputs], [*input_shapes, *output_shapes])
 
 
 def _static_shapes(tensors, symbols: Mapping[str, int] | None = None) -> list:

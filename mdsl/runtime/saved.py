@@ -65,7 +65,7 @@ from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.safe_files import check_zip_member, read_regular
 from mdsl.ir.serialize import MAX_JSON_BYTES, json_depth
 from mdsl.runtime.signing import user_key
-from mdsl.targets.registry import target_class, target_names
+from mdsl.targets.registry import Target, target_class, target_names
 
 FORMAT = "mdsl-executable"
 VERSION = 1
@@ -275,7 +275,7 @@ class LoadedBackend:
     def __init__(self, name: str, march_native: bool):
         self.name = name
         self.march_native = march_native
-        self._backend = None
+        self._backend: Target | None = None
 
     @property
     def symbolic(self) -> bool:
@@ -304,8 +304,9 @@ class _Reader:
         elif not path.is_dir():
             raise CompileError(f"no saved executable at {path}")
 
-    def read(self, member: str, limit: int = MAX_FILE_BYTES) -> bytes:
-        """The bytes of `member`: a regular file (or zip member) of at most `limit`."""
+    def read(self, member: object, limit: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of `member` (a name read from an untrusted manifest): a regular file (or
+        zip member) of at most `limit`."""
         if not isinstance(member, str) or not _MEMBER.fullmatch(member):
             raise CompileError(f"{self.path}: the manifest names a bad file {member!r:.80}")
         what = f"{self.path}: {member}"

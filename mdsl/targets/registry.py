@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from mdsl.ir.errors import CompileError
 
@@ -49,6 +50,14 @@ _BUILTIN = {
 }
 _TARGETS: dict[str, type | str] = dict(_BUILTIN)  # name -> class, or "module:Class" to import
 _CAPABILITIES = {"build": "build", "emit": "emit_files"}
+
+
+class Target(Protocol):
+    """A target object that builds (what `make_target` returns; see the module docstring)."""
+
+    name: str
+
+    def build(self, graph: Any, symbols: dict, threads: int | None) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,7 @@ def target_names(can: str | None = None) -> list[str]:
     return [n for n in sorted(_TARGETS) if _has(target_class(n), can)]
 
 
-def target_class(name: str) -> type:
+def target_class(name: str) -> type[Any]:
     """The class of target `name` (imported on first use); CompileError naming the known
     targets when there is none."""
     found = _TARGETS.get(name) if isinstance(name, str) else None
@@ -102,7 +111,7 @@ def target_class(name: str) -> type:
     return found
 
 
-def make_target(name: str, *, march_native: bool = True):
+def make_target(name: str, *, march_native: bool = True) -> Target:
     """A target object of `name`, given the options its class takes."""
     cls = target_class(name)
     accepts = inspect.signature(cls).parameters

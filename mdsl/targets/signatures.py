@@ -84,6 +84,12 @@ class PlanShapes:
         """User symbol -> value, as the generated code holds them now."""
         return {s: int(dims[i]) for i, s in enumerate(self.plan.symbols)}
 
+    def store_symbols(self, dims: np.ndarray, values: Mapping[str, int], names) -> None:
+        """Write symbols `names` (a data-dependent node's, just bound) into `dims`, where
+        the generated code reloads them after the callback."""
+        for name in names:
+            dims[self._slot[name]] = values[name]
+
     # -- memory ---------------------------------------------------------------------------------
     def layout(self, values: Mapping[str, int]) -> Layout:
         key = tuple(values.get(s, 0) for s in self.plan.input_symbols)

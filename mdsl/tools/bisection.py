@@ -317,6 +317,8 @@ def _schedule(level: int | None, passes: Sequence | None) -> list[tuple[list[Pas
         if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence):
             raise GraphError(f"passes must be a list of pass names, got {passes!r:.60}")
         return [([_as_pass(p) for p in passes], False)]
+    if level is None:
+        raise GraphError("bisect needs an optimization level or a list of passes")
     return optimize_pipeline(level)
 
 

@@ -273,9 +273,9 @@ def compare(
 ):
     """Run `g` on `feeds` with `backend` and with `reference`, and compare every tensor.
 
-    A tensor passes when every element satisfies |got - want| <= atol + rtol * |want|
+    A tensor passes when every element satisfies `|got - want| <= atol + rtol * |want|`
     (NaNs must coincide, infinities must be equal). Relative errors are elementwise,
-    |got - want| / |want| (inf where want is 0 and got is not).
+    `|got - want| / |want|` (inf where want is 0 and got is not).
 
     `bisect=True` instead replays `mdsl.optimize(g, opt_level)` one pass at a time and
     returns a `mdsl.tools.bisection.BisectReport` naming the first pass after which the
@@ -294,8 +294,16 @@ def compare(
     if bisect:
         from mdsl.tools.bisection import bisect as bisect_passes
 
-        options = dict(backend=backend, reference=reference, rtol=rtol, atol=atol)
-        return bisect_passes(g, feeds, opt_level, reference_dtype=reference_dtype, **options)
+        return bisect_passes(
+            g,
+            feeds,
+            opt_level,
+            backend=backend,
+            reference=reference,
+            rtol=rtol,
+            atol=atol,
+            reference_dtype=reference_dtype,
+        )
     run_backend, run_reference = _runner(backend), _runner(reference)
     target = None if reference_dtype is None else _promotion_target(reference_dtype)
     got = _run("backend", backend, run_backend, g, feeds)

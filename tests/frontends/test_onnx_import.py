@@ -6,6 +6,7 @@ Expected values come from ONNX's reference evaluator (onnx.reference), never fro
 from __future__ import annotations
 
 import contextlib
+import re
 
 import numpy as np
 import pytest
@@ -52,6 +53,83 @@ def test_node_names_become_layers_and_initializers_constants():
     assert g.layers["encoder/layer.0"].node_names == ["encoder/layer.0/Relu"]
     assert g.node("encoder.w").op_type == "Const"
     np.testing.assert_array_equal(g.node("encoder.w").const_value(), np.ones((4, 3)))
+
+
+def test_scope_less_node_names_get_layers_from_their_weights():
+    """Caffe2-style names (`n0`, weights `gpu_0/res2_0_branch2a_w_0`): layers come from the
+    weights, a number part is a level, the residual Add joins its branch's block."""
+    w = lambda name, n: init(name, np.full((2, 2), n, np.float32))  # noqa: E731
+    nodes = [
+        helper.make_node("MatMul", ["x", "gpu_0/res2_0_branch2a_w_0"], ["a"], name="n0"),
+        helper.make_node("Relu", ["a"], ["b"], name="n1"),
+        helper.make_node("MatMul", ["x", "gpu_0/res2_0_branch1_w_0"], ["c"], name="n2"),
+        helper.make_node("Add", ["b", "c"], ["d"], name="n3"),
+        helper.make_node("MatMul", ["d", "gpu_0/res2_1_branch2a_w_0"], ["e"], name="n4"),
+        helper.make_node("Add", ["e", "d"], ["y"], name="n5"),
+    ]
+    weights = ["gpu_0/res2_0_branch2a_w_0", "gpu_0/res2_0_branch1_w_0", "gpu_0/res2_1_branch2a_w_0"]
+    m = model(nodes, [value("x", [2, 2])], [value("y", [2, 2])],
+              initializers=[w(name, i + 1) for i, name in enumerate(weights)])  # fmt: skip
+    g = mo.load(m)
+    layer_of = {n.op_type + str(i): n.layer for i, n in enumerate(g.nodes)}
+    assert [n.layer for n in g.nodes if n.op_type not in ("Input", "Const", "Output")] == [
+        "res2/0/branch2a",
+        "res2/0/branch2a",
+        "res2/0/branch1",
+        "res2/0",
+        "res2/1/branch2a",
+        "res2/1",
+    ], layer_of
+    assert g.node("res2/0/branch1/res2_0_branch1_w_0").op_type == "Const"  # weights too
+    assert not any(p.startswith(("gpu_0", "n")) for p in g.layers)
+    _close(
+        _run(g, {"x": np.eye(2, dtype=np.float32)}),
+        reference(m, {"x": np.eye(2, dtype=np.float32)}),
+    )
+
+
+def test_scoped_node_names_are_kept_and_weightless_unnamed_nodes_stay_at_the_top():
+    nodes = [
+        helper.make_node("MatMul", ["x", "fc.weight"], ["h"], name="/fc/MatMul"),
+        helper.make_node("Relu", ["h"], ["y"], name="relu_0"),  # no scope: not inferred
+    ]
+    m = model(nodes, [value("x", [2, 2])], [value("y", [2, 2])],
+              initializers=[init("fc.weight", np.ones((2, 2), np.float32))])  # fmt: skip
+    assert [n.layer for n in mo.load(m).nodes if n.op_type in ("MatMul", "Relu")] == ["fc", ""]
+    plain = [helper.make_node("Relu", ["x"], ["y"])]
+    g = mo.load(model(plain, [value("x", [2])], [value("y", [2])]))
+    assert [n.layer for n in g.nodes] == ["", "", ""]
+
+
+def test_a_scope_less_composite_node_gets_a_layer_named_after_its_op_not_its_onnx_name():
+    nodes = [
+        helper.make_node("MatMul", ["x", "fc_w"], ["h"], name="n0"),
+        helper.make_node("Sum", ["h", "h", "x"], ["y"], name="n7"),  # several mdsl ops
+    ]
+    m = model(nodes, [value("x", [2, 2])], [value("y", [2, 2])],
+              initializers=[init("fc_w", np.eye(2, dtype=np.float32))])  # fmt: skip
+    g = mo.load(m)
+    assert g.node("fc/MatMul").layer == "fc"
+    assert {n.layer for n in g.nodes if n.op_type == "Add"} == {"fc/Sum"}  # the join: fc's
+    assert not any("n7" in path for path in g.layers)
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    _close(_run(g, {"x": x}), reference(m, {"x": x}))
+
+
+def test_resnet50_from_the_light_zoo_reads_as_stages_blocks_and_branches():
+    from mdsl.frontends.onnx_light_models import light_model_names, load_light_model
+
+    if "resnet50" not in light_model_names():
+        pytest.skip("the installed onnx package ships no light ResNet-50")
+    g = mo.load(load_light_model("resnet50"))
+    top = {p for p in g.layers if "/" not in p}
+    assert {"conv1", "res2", "res3", "res4", "res5", "pred"} <= top
+    parts = {part for path in g.layers for part in path.split("/")}
+    assert not any(re.fullmatch(r"n\d+|gpu_0", part) for part in parts)  # no ONNX node names
+    convs = [n for n in g.nodes if n.op_type == "Conv"]
+    assert len(convs) == 53 and all(n.layer for n in convs)
+    blocks = {n.layer.rpartition("/")[0] for n in convs if n.layer.startswith("res4/")}
+    assert blocks == {f"res4/{i}" for i in range(6)}  # ResNet-50's stage 4 has six blocks
 
 
 def test_dim_params_become_symbols_shared_across_inputs():

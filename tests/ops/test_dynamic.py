@@ -98,7 +98,35 @@ def test_dynamic_symbols_names_what_a_node_binds(positives):
         dynamic.checked_size(-4, "Reshape shape[1]")
 
 
-def test_compiled_backends_refuse_data_dependent_nodes_clearly_for_now(positives):
+COMPILED = ("c", "numba")
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_compiled_backends_size_by_the_bound_and_bind_the_actual_size(positives, backend):
+    """One compile serves every feed size and every count, an empty result included."""
+    g, _ = _graph(positives)
+    exe = mdsl.compile(g, backend=backend)
+    rng = np.random.default_rng(0)
+    for x in [rng.standard_normal(n).astype(np.float32) for n in (5, 9, 1)] + [
+        -np.ones(4, np.float32)
+    ]:
+        got, want = exe(x=x), mdsl.interpret(g, {"x": x})
+        for name in ("doubled", "total"):
+            assert got[name].shape == want[name].shape, (name, x)
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
+    assert any("depend on its input values" in f for f in exe.plan.fallbacks)
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_a_compiled_result_beyond_the_bound_is_an_execution_error(positives, backend):
+    mdsl.register_op_impl("KeepPositive", lambda x: np.concatenate([x, x]))
+    g, _ = _graph(positives)
+    with pytest.raises(mdsl.ExecutionError, match="exceeds its bound"):
+        mdsl.compile(g, backend=backend)(x=np.ones(3, np.float32))
+
+
+def test_an_unbounded_data_dependent_size_is_refused_clearly(positives):
+    dynamic.data_dependent("KeepPositive", count=lambda x, **a: 1, bounds=lambda x, **a: [None])
     g, _ = _graph(positives)
     with pytest.raises(mdsl.CompileError, match=r"mdsl\.interpret"):
         mdsl.compile(g, backend="c")(x=np.ones(3, np.float32))

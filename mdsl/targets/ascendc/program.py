@@ -57,13 +57,10 @@ class VectorCode:
     results: dict[str, Value] = field(default_factory=dict)  # roots without a destination
 
 
-# vector instruction per unary op (tile -> tile)
-UNARY = {
-    "exp": "Exp",
-    "log": "Ln",
-    "sqrt": "Sqrt",
-    "rsqrt": "Rsqrt",
-    "abs": "Abs",
+# vector instruction per unary op (tile -> tile): basic ones, then the math library's
+# (they need scratch space of their own in the UB)
+BASIC_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs"}
+MATH_LIBRARY_UNARY = {
     "tanh": "Tanh",
     "erf": "Erf",
     "sigmoid": "Sigmoid",
@@ -73,8 +70,8 @@ UNARY = {
     "ceil": "Ceil",
     "sign": "Sign",
 }
-# the math-library ones among them (they need scratch space of their own in the UB)
-LIBRARY = frozenset({"Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Floor", "Ceil", "Sign", "Power"})
+UNARY = {**BASIC_UNARY, **MATH_LIBRARY_UNARY}
+LIBRARY = frozenset({*MATH_LIBRARY_UNARY.values(), "Power"})
 BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min"}
 COMPARE = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}
 FLIPPED = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}

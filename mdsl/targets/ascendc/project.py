@@ -25,7 +25,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import c_comment as comment_text
-from mdsl.ir.naming import md_cell
+from mdsl.ir.naming import identifier_stem, md_cell
 from mdsl.targets.ascendc.body import RowBody, VectorBody
 from mdsl.targets.ascendc.kernels import (
     HostKernel,
@@ -97,7 +97,7 @@ class AscendcProject:
 
     @property
     def stem(self) -> str:
-        return file_stem(self.graph.name)
+        return identifier_stem(self.graph.name)
 
     @property
     def prefix(self) -> str:
@@ -126,11 +126,6 @@ class AscendcProject:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         return root
-
-
-def file_stem(name: str) -> str:
-    stem = "".join(c if c.isalnum() else "_" for c in name).strip("_")[:40] or "graph"
-    return stem if not stem[0].isdigit() else f"g_{stem}"
 
 
 # -- the pipeline ---------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
+from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c
+from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
@@ -261,8 +263,12 @@ class CVariant:
                 args.append(None if t is None else _view(buffers[i], t, env).copy())
             base = len(node.inputs)
             _, kernel = node_kernel(node, symbols=env)
-            specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
-            results = kernel(args, specs)
+            if dynamic_symbols(node):  # its results decide their sizes: bound into dims
+                results = run_data_dependent(node, kernel, args, env)
+                self._shapes.store_symbols(dims, env, dynamic_symbols(node))
+            else:
+                specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
+                results = kernel(args, specs)
             for j, (t, value) in enumerate(zip(node.outputs, results)):
                 np.copyto(
                     _view(buffers[base + j], t, env),

@@ -1,13 +1,17 @@
 """Rendering `mdsl.expr` expressions as C, one table entry per op (tinygrad's code_for_op).
 
-Types follow the expression: every variable has a known dtype; constants take the type of
-what they combine with (a float constant in float32 arithmetic is `1.5f`). Half floats
-never appear here: loads widen them to float and stores narrow them.
+Types are the shared typing walk's (`mdsl.codegen.expr_types`): every variable has a known
+dtype; constants take the type of what they combine with (a float constant in float32
+arithmetic is `1.5f`); an integer meeting a float constant computes in double, as the
+interpreter does. Half floats never appear here: loads widen them to float and stores
+narrow them.
 """
 
 from __future__ import annotations
 
-from mdsl.codegen.expr_types import compute_type, promote
+from typing import NamedTuple
+
+from mdsl.codegen.expr_types import ExprTypes, compute_type
 from mdsl.expr import Expr
 from mdsl.ir.dtype import DType
 
@@ -23,21 +27,34 @@ C_TYPES = {
     DType.float32: "float",
     DType.float64: "double",
 }
-_FLOAT_FUNCS = {
-    "exp": "exp",
-    "log": "log",
-    "tanh": "tanh",
-    "sqrt": "sqrt",
-    "erf": "erf",
-    "sin": "sin",
-    "cos": "cos",
-    "floor": "floor",
-    "ceil": "ceil",
-    "abs": "fabs",
-    "round": "rint",
+
+
+class CFunction(NamedTuple):
+    """A float function as C calls it: `name` is libm's double function (float32 adds
+    "f"); `libmvec`: glibc has vector variants, which runtime.h.j2 declares `omp declare
+    simd` so simd loops call them; `float32`: the runtime.h.j2 helper computing it in
+    float32 as vectorizable arithmetic instead of a scalar libm call."""
+
+    name: str
+    libmvec: bool = False
+    float32: str | None = None
+
+
+FLOAT_FUNCTIONS = {
+    "exp": CFunction("exp", libmvec=True),
+    "log": CFunction("log", libmvec=True),
+    "tanh": CFunction("tanh", libmvec=True, float32="mdsl_tanh_f32"),
+    "sqrt": CFunction("sqrt"),
+    "erf": CFunction("erf", libmvec=True, float32="mdsl_erf_f32"),
+    "sin": CFunction("sin", libmvec=True),
+    "cos": CFunction("cos", libmvec=True),
+    "floor": CFunction("floor"),
+    "ceil": CFunction("ceil"),
+    "abs": CFunction("fabs"),
+    "round": CFunction("rint"),
 }
-# float32 functions as vectorizable arithmetic (runtime.h.j2), not scalar libm calls
-_VECTOR_FLOAT32 = {"erf": "mdsl_erf_f32", "tanh": "mdsl_tanh_f32"}
+# what runtime.h.j2 declares as vectorizable
+LIBMVEC = tuple(f.name for f in FLOAT_FUNCTIONS.values() if f.libmvec)
 _INFIX = {
     "add": "+",
     "sub": "-",
@@ -56,11 +73,6 @@ _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
 WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t"}
 
 
-def _fraction(e: Expr) -> bool:
-    """A constant that stays a float literal in integer arithmetic (a mean's 1/n)."""
-    return e.op == "const" and isinstance(e.value, float) and not e.value.is_integer()
-
-
 def _wrapped(t: DType, unsigned_expr: str) -> str:
     return f"(({C_TYPES[t]})({unsigned_expr}))"
 
@@ -70,6 +82,7 @@ class CExprRenderer:
 
     def __init__(self, var_types: dict[str, DType]):
         self.var_types = var_types
+        self.types = ExprTypes(var_types)
 
     def render(self, e: Expr, want: DType | None = None) -> str:
         """C text of `e`; `want` is the type the context expects (for constants)."""
@@ -90,41 +103,37 @@ class CExprRenderer:
         return f"mdsl_sat_{C_TYPES[target]}({text})"
 
     def type_of(self, e: Expr) -> DType | None:
-        return self._render(e, None)[1]
+        return self.types.of(e)
 
     def _render(self, e: Expr, want: DType | None) -> tuple[str, DType | None]:
+        """(C text of `e`, its type)."""
+        return self._text(e, want), self.types.of(e, want)
+
+    def _text(self, e: Expr, want: DType | None) -> str:
         op = e.op
         if op == "var":
-            return e.value, self.var_types[e.value]
+            return e.value
         if op == "const":
-            return self._const(e.value, want), None if not isinstance(
-                e.value, bool
-            ) else DType.bool_
+            return self._const(e.value, want)
         if op == "cast":
             return self._cast(e.args[0], e.value)
         if op in _INFIX:
             return self._infix(op, e.args, want)
         if op in _LOGIC:
-            a, _ = self._render(e.args[0], DType.bool_)
-            b, _ = self._render(e.args[1], DType.bool_)
-            return f"((_Bool)({a}) {_LOGIC[op]} (_Bool)({b}))", DType.bool_
+            a = self._text(e.args[0], DType.bool_)
+            b = self._text(e.args[1], DType.bool_)
+            return f"((_Bool)({a}) {_LOGIC[op]} (_Bool)({b}))"
         if op == "not":
-            return f"(!({self._render(e.args[0], DType.bool_)[0]}))", DType.bool_
+            return f"(!({self._text(e.args[0], DType.bool_)}))"
         if op == "neg":
             text, t = self._render(e.args[0], want)
             if t in WRAPPING:
-                return _wrapped(t, f"({WRAPPING[t]})0 - ({WRAPPING[t]})({text})"), t
-            return f"(-{text})", t
+                return _wrapped(t, f"({WRAPPING[t]})0 - ({WRAPPING[t]})({text})")
+            return f"(-{text})"
         if op == "select":
-            cond, _ = self._render(e.args[0], DType.bool_)
-            t = (
-                promote(self.type_of(e.args[1]), self.type_of(e.args[2]))
-                if want is None
-                else promote(promote(self.type_of(e.args[1]), self.type_of(e.args[2])), None)
-            )
-            a, _ = self._render(e.args[1], t)
-            b, _ = self._render(e.args[2], t)
-            return f"(({cond}) ? ({a}) : ({b}))", t
+            cond = self._text(e.args[0], DType.bool_)
+            t = self.types.operands(e.args[1:], want)
+            return f"(({cond}) ? ({self._text(e.args[1], t)}) : ({self._text(e.args[2], t)}))"
         return self._call(op, e.args, want)
 
     def _const(self, value, want: DType | None) -> str:
@@ -147,69 +156,64 @@ class CExprRenderer:
         text = repr(value)
         return text if want == DType.float64 else f"{text}f"
 
-    def _infix(self, op, args, want):
-        ta, tb = self.type_of(args[0]), self.type_of(args[1])
-        t = promote(ta, tb) if (ta or tb) else (want or DType.float32)
-        a, _ = self._render(args[0], t)
-        b, _ = self._render(args[1], t)
-        result = DType.bool_ if op in ("lt", "le", "gt", "ge", "eq", "ne") else t
+    def _infix(self, op, args, want) -> str:
+        compare = op in ("lt", "le", "gt", "ge", "eq", "ne")
+        t = self.types.operands(args, None if compare else want)
+        a, b = (self._text(x, t) for x in args)
         if op == "div" and not t.is_float and t != DType.bool_:
-            return f"mdsl_div_{C_TYPES[t]}({a}, {b})", t  # no trap on / 0 or INT_MIN / -1
-        if not t.is_float and result != DType.bool_ and any(map(_fraction, args)):
-            return f"({a} {_INFIX[op]} {b})", DType.float32  # C computes it in float
+            return f"mdsl_div_{C_TYPES[t]}({a}, {b})"  # no trap on / 0 or INT_MIN / -1
         if op in ("add", "sub", "mul") and t in WRAPPING:
-            return _wrapped(t, f"({WRAPPING[t]})({a}) {_INFIX[op]} ({WRAPPING[t]})({b})"), t
-        return f"({a} {_INFIX[op]} {b})", result
+            return _wrapped(t, f"({WRAPPING[t]})({a}) {_INFIX[op]} ({WRAPPING[t]})({b})")
+        return f"({a} {_INFIX[op]} {b})"
 
-    def _call(self, op, args, want):
-        types = [self.type_of(a) for a in args]
-        t = types[0] if len(types) == 1 else promote(types[0], types[1])
-        t = t or want or DType.float32
-        texts = [self._render(a, t)[0] for a in args]
+    def _call(self, op, args, want) -> str:
+        t = self.types.operands(args, want)
+        texts = [self._text(a, t) for a in args]
         suffix = "f" if t == DType.float32 else ""
-        if op in _VECTOR_FLOAT32 and t == DType.float32:
-            return f"{_VECTOR_FLOAT32[op]}({texts[0]})", t
-        if op in _FLOAT_FUNCS and t.is_float:
-            return f"{_FLOAT_FUNCS[op]}{suffix}({texts[0]})", t
+        function = FLOAT_FUNCTIONS.get(op)
+        if function and function.float32 and t == DType.float32:
+            return f"{function.float32}({texts[0]})"
+        if function and t.is_float:
+            return f"{function.name}{suffix}({texts[0]})"
         if op == "abs":
-            return f"mdsl_abs_{C_TYPES[t]}({texts[0]})", t
+            return f"mdsl_abs_{C_TYPES[t]}({texts[0]})"
         if op in ("floor", "ceil", "round"):
-            return texts[0], t
+            return texts[0]
         if op == "sigmoid":
-            return f"mdsl_sigmoid{suffix}({texts[0]})", t
+            return f"mdsl_sigmoid{suffix}({texts[0]})"
         if op == "rsqrt":
             one = "1.0f" if t == DType.float32 else "1.0"
-            return f"({one} / sqrt{suffix}({texts[0]}))", t
+            return f"({one} / sqrt{suffix}({texts[0]}))"
         if op == "sign" and t.is_float:
-            return f"mdsl_sign{suffix}({texts[0]})", t  # NaN stays NaN
+            return f"mdsl_sign{suffix}({texts[0]})"  # NaN stays NaN
         if op == "sign":
-            return f"(({texts[0]} > 0) - ({texts[0]} < 0))", t
+            return f"(({texts[0]} > 0) - ({texts[0]} < 0))"
         if op in ("min", "max"):
-            return f"mdsl_{op}_{C_TYPES[t]}({texts[0]}, {texts[1]})", t
+            return f"mdsl_{op}_{C_TYPES[t]}({texts[0]}, {texts[1]})"
         if op == "pow":
             return (
-                (f"pow{suffix}({texts[0]}, {texts[1]})", t)
+                f"pow{suffix}({texts[0]}, {texts[1]})"
                 if t.is_float
-                else (f"mdsl_ipow({texts[0]}, {texts[1]})", t)
+                else f"mdsl_ipow({texts[0]}, {texts[1]})"
             )
         if op == "fmod":
             return (
-                (f"fmod{suffix}({texts[0]}, {texts[1]})", t)
+                f"fmod{suffix}({texts[0]}, {texts[1]})"
                 if t.is_float
-                else (f"mdsl_rem_{C_TYPES[t]}({texts[0]}, {texts[1]})", t)
+                else f"mdsl_rem_{C_TYPES[t]}({texts[0]}, {texts[1]})"
             )
         if op == "mod":
             kind = "f" if t.is_float else "i"
-            return f"mdsl_pymod_{kind}{suffix if t.is_float else ''}({texts[0]}, {texts[1]})", t
-        if op in _FLOAT_FUNCS:  # an integer argument to a float function
-            return f"{_FLOAT_FUNCS[op]}((double){texts[0]})", DType.float64
+            return f"mdsl_pymod_{kind}{suffix if t.is_float else ''}({texts[0]}, {texts[1]})"
+        if function:  # an integer argument to a float function: in double
+            return f"{function.name}((double){texts[0]})"
         raise NotImplementedError(f"no C rendering for expression op {op!r}")
 
-    def _cast(self, arg: Expr, target: DType):
+    def _cast(self, arg: Expr, target: DType) -> str:
         text, source = self._render(arg, None)
         target_c = compute_type(target)
         if target_c == DType.bool_:
-            return f"((uint8_t)(({text}) != 0))", DType.bool_
+            return f"((uint8_t)(({text}) != 0))"
         if source is not None and source.is_float and not target_c.is_float:
-            return f"mdsl_sat_{C_TYPES[target_c]}({text})", target_c
-        return f"(({C_TYPES[target_c]})({text}))", target_c
+            return f"mdsl_sat_{C_TYPES[target_c]}({text})"
+        return f"(({C_TYPES[target_c]})({text}))"

@@ -28,7 +28,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c.conv import conv_index, packed_conv_body
 from mdsl.targets.c.custom import render_call_body, render_preamble
-from mdsl.targets.c.expr import C_TYPES, WRAPPING, CExprRenderer, compute_type
+from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 
 INDENT = "    "
@@ -49,7 +49,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
     kernels, calls = [], {}
     for step, k in enumerate(plan.all_kernels()):
         if isinstance(k, kir.Branch | kir.Loop):
-            continue  # rendered in the schedule (`c_control`)
+            continue  # rendered in the schedule (`mdsl.targets.c.control`)
         params, args = _signature(plan, k)
         body = _BODY[type(k)](plan, k)
         kernels.append(
@@ -63,6 +63,8 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         )
         # a failing kernel returns its step + 1, so the caller can name it
         calls[id(k)] = f"if ({k.name}({', '.join(args)})) return {step + 1};"
+        if isinstance(k, kir.Callback):  # sizes the node's results decided
+            calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
     memory = plan.memory
     return env.get_template("module.c.j2").render(
@@ -81,6 +83,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         profile=profile,
         profile_call_lines=timed_lines,
         dims=plan.uses_dims,
+        libmvec=LIBMVEC,
     )
 
 

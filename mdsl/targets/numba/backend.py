@@ -51,8 +51,10 @@ from mdsl.ir.errors import CompileError, ExecutionError, MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.ir.safe_files import untrusted_reason
+from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.numba import support as numba_support
 from mdsl.targets.numba.render import render_numba, render_profile_driver
+from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
@@ -281,8 +283,12 @@ class NumbaVariant:
                 for b, t in zip(buffers, node.inputs)
             ]
             _, kernel = node_kernel(node, symbols=env)
-            specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
-            results = kernel(args, specs)
+            if dynamic_symbols(node):  # its results decide their sizes: bound into dims
+                results = run_data_dependent(node, kernel, args, env)
+                self._shapes.store_symbols(dims, env, dynamic_symbols(node))
+            else:
+                specs = [(storage_shape(t, env), t.dtype.np) for t in node.outputs]
+                results = kernel(args, specs)
             for b, t, value in zip(buffers[len(node.inputs) :], node.outputs, results):
                 shape = storage_shape(t, env)
                 np.copyto(_leading(b, shape), np.asarray(value, t.dtype.np).reshape(shape))

@@ -4,7 +4,8 @@ numba types scalars its own way: integers narrower than 64 bits widen to int64 i
 arithmetic, int32 * float32 is float64, and a bare literal `1.5` is float64. The C target
 gets C's promotions for free; here every operand is converted to the operation's type
 first and every narrow integer result is converted back, so that the text's numba type is
-exactly the mdsl type the renderer reports (float32 arithmetic stays float32, int8 wraps).
+exactly the mdsl type the shared typing walk gives (`mdsl.codegen.expr_types`: float32
+arithmetic stays float32, int8 wraps, an integer meeting a float constant is float64).
 Half floats never appear: kernels compute them in float32 (`compute_type`).
 
 >>> from mdsl import expr as E
@@ -22,7 +23,7 @@ import math
 
 import numpy as np
 
-from mdsl.codegen.expr_types import compute_type, promote
+from mdsl.codegen.expr_types import ExprTypes, compute_type
 from mdsl.expr import Expr
 from mdsl.expr.numpy_ops import saturating_astype
 from mdsl.ir.dtype import DType
@@ -113,6 +114,7 @@ class NumbaExprRenderer:
 
     def __init__(self, var_types: dict[str, DType]):
         self.var_types = var_types
+        self.types = ExprTypes(var_types)
 
     def render(self, e: Expr, want: DType | None = None) -> str:
         """numba text of `e`, converted to `want` when given."""
@@ -120,7 +122,7 @@ class NumbaExprRenderer:
         return text if want is None else convert(text, t, compute_type(want))
 
     def type_of(self, e: Expr) -> DType | None:
-        return self._render(e, None)[1]
+        return self.types.of(e)
 
     def _render(self, e: Expr, want: DType | None) -> tuple[str, DType | None]:
         op = e.op
@@ -134,7 +136,7 @@ class NumbaExprRenderer:
         if op in _INFIX:
             return self._arith(op, e.args, want)
         if op in _COMPARE:
-            t = self._common(e.args, None) or DType.float32
+            t = self.types.operands(e.args)
             a, b = (self._as(x, t) for x in e.args)
             return f"({a} {_COMPARE[op]} {b})", DType.bool_
         if op in _LOGIC:
@@ -143,11 +145,11 @@ class NumbaExprRenderer:
         if op == "not":
             return f"(not {self._as(e.args[0], DType.bool_)})", DType.bool_
         if op == "neg":
-            t = self.type_of(e.args[0]) or want or DType.float32
+            t = self.types.operands(e.args, want)
             return _narrowed(f"(-{self._as(e.args[0], t)})", t), t
         if op == "select":
             cond = self._as(e.args[0], DType.bool_)
-            t = self._common(e.args[1:], want) or DType.float32
+            t = self.types.operands(e.args[1:], want)
             a, b = (self._as(x, t) for x in e.args[1:])
             return f"({a} if {cond} else {b})", t
         return self._call(op, e.args, want)
@@ -157,27 +159,15 @@ class NumbaExprRenderer:
         text, source = self._render(e, t)
         return convert(text, source, t)
 
-    def _common(self, args, want: DType | None) -> DType | None:
-        types = [self.type_of(a) for a in args]
-        typed = [t for t in types if t is not None]
-        if not typed:
-            return want
-        result = typed[0]
-        for t in typed[1:]:
-            result = promote(result, t)
-        if not result.is_float and any(_float_literal(a) for a in args):
-            return DType.float64  # numpy: an integer array with a Python float is float64
-        return result
-
     def _arith(self, op: str, args, want):
-        t = self._common(args, want) or DType.float32
+        t = self.types.operands(args, want)
         a, b = (self._as(x, t) for x in args)
         if op == "div" and not t.is_float:
             return _narrowed(f"rt.idiv({a}, {b})", t), t
         return _narrowed(f"({a} {_INFIX[op]} {b})", t), t
 
     def _call(self, op: str, args, want):
-        t = self._common(args, want) or DType.float32
+        t = self.types.operands(args, want)
         if len(args) == 2:
             a, b = (self._as(x, t) for x in args)
             table = _FLOAT_BINARY if t.is_float else _INT_BINARY
@@ -199,8 +189,8 @@ class NumbaExprRenderer:
             return f"({one} / ({one} + np.exp(-{x})))", t
         if op == "rsqrt":
             return f"({one} / np.sqrt({x}))", t
-        if op == "sign":
-            return f"np.sign({x})", t
+        if op == "sign":  # numba's np.sign(-0.0) is -0.0; adding +0.0 makes it 0.0 like numpy's
+            return f"(np.sign({x}) + {literal(0.0, t)})", t
         raise NotImplementedError(f"no numba rendering for expression op {op!r}")
 
     def _cast(self, arg: Expr, target: DType):
@@ -209,10 +199,6 @@ class NumbaExprRenderer:
             return literal(value, target), target
         text, source = self._render(arg, None)
         return convert(text, source, target), target
-
-
-def _float_literal(e: Expr) -> bool:
-    return e.op == "const" and isinstance(e.value, float)
 
 
 def _narrowed(text: str, t: DType) -> str:

@@ -52,6 +52,7 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import CompileError
 from mdsl.ir.naming import python_comment as comment_text
+from mdsl.ir.naming import python_identifier
 from mdsl.targets.numba.expr import NumbaExprRenderer, ctor, literal
 
 INDENT = "    "
@@ -78,14 +79,6 @@ def _n(value) -> str:
 def _tuple(values) -> str:
     """A tuple of dims as Python source."""
     return "(" + "".join(f"{_n(v)}, " for v in values).rstrip(" ") + ")"
-
-
-def function_name(name: str) -> str:
-    """A kernel name as a Python identifier (the planner derives them from op types)."""
-    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
-    if not cleaned or not cleaned[0].isalpha():
-        cleaned = "k_" + cleaned
-    return cleaned + "_" if keyword.iskeyword(cleaned) or cleaned in RESERVED else cleaned
 
 
 def _checked(name: str) -> str:
@@ -216,7 +209,7 @@ class _ModuleRenderer:
         self._by_text: dict[tuple, str] = {}
 
     def add(self, k) -> None:
-        name = function_name(k.name)
+        name = python_identifier(k.name, RESERVED)
         if isinstance(k, kir.Branch | kir.Loop):
             from mdsl.targets.numba.control import control_lines
 
@@ -225,6 +218,9 @@ class _ModuleRenderer:
         if isinstance(k, kir.Callback):
             buffers = ", ".join(b or "None" for b in [*k.inputs, *k.outputs])
             self.calls.append(f"callback({k.index}, [{buffers}])  # {name}")
+            self.calls += [  # sizes the node's results decided
+                f"{slot_name(i)} = int(dims[{i}])" for i in self.plan.slots_bound_by(k)
+            ]
             return
         if _is_copy(k):
             lines = _copy_lines(k, self.plan.memory.offsets if self.plan.memory else {})

@@ -153,6 +153,22 @@ def bind_output_symbols(node: Node, results: list, symbols: dict, dynamic) -> No
                 raise _error(node, f"output {t.index} dim {axis}: size {size}, declared {dim}")
 
 
+def run_data_dependent(node: Node, kernel, args: list, symbols: dict) -> list[np.ndarray]:
+    """Run `kernel` of a node whose output sizes its input values decide (NonZero, ...):
+    its dynamic symbols are bound into `symbols` from the result arrays, checked against
+    their ranges and their registered bounds (what compiled backends sized buffers by)."""
+    from mdsl.ops.dynamic import dynamic_symbols
+
+    results = [np.asarray(r) for r in kernel(args, None)]
+    if len(results) != len(node.outputs):
+        raise ExecutionError(
+            f"implementation returned {len(results)} values for {len(node.outputs)} outputs"
+        )
+    bind_output_symbols(node, results, symbols, dynamic_symbols(node))
+    check_dynamic_bounds(node, symbols)
+    return results
+
+
 def check_dynamic_bounds(node: Node, symbols: dict) -> None:
     """A data-dependent node's bound symbols lie within their registered upper bounds
     (what compiled backends sized the buffers by)."""

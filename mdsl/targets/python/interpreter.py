@@ -19,11 +19,7 @@ from mdsl.ir.tracebacks import api_boundary
 from mdsl.ir.verify import check_nesting
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.feeds import bind_feeds, concrete_shape
-from mdsl.targets.python.control_flow import (
-    bind_output_symbols,
-    check_dynamic_bounds,
-    run_control_flow,
-)
+from mdsl.targets.python.control_flow import run_control_flow, run_data_dependent
 from mdsl.targets.python.kernels import IMPLS, input_names, node_kernel
 
 
@@ -137,13 +133,7 @@ def _run_data_dependent(node: Node, backend: str, kernel, args: list, symbols: d
     """Run a node whose output sizes depend on its input values: its dynamic symbols
     are bound from the result arrays, checked against their ranges and bounds."""
     try:
-        results = [np.asarray(r) for r in kernel(args, None)]
-        if len(results) != len(node.outputs):
-            raise ExecutionError(
-                f"implementation returned {len(results)} values for {len(node.outputs)} outputs"
-            )
-        bind_output_symbols(node, results, symbols, dynamic_symbols(node))
-        check_dynamic_bounds(node, symbols)
+        results = run_data_dependent(node, kernel, args, symbols)
     except MdslError as e:
         raise _node_error(node, backend, e.message, args, type(e)) from None
     except Exception as e:

@@ -58,7 +58,7 @@ struct Error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/* the SoC's API table (mdsl.codegen.ascendc.soc): bits of Config::features */
+/* the SoC's API table (mdsl.targets.ascendc.soc): bits of Config::features */
 enum Feature : uint32_t {
     kDataCopyPad = 1,
     kDataCacheCleanAndInvalid = 2,

@@ -95,7 +95,7 @@ def compile(
         return compile_hetero(
             g, devices, opt_level=opt_level, threads=threads, march_native=march_native
         )
-    if not registry.can(backend, "build"):
+    if not isinstance(backend, str) or not registry.can(backend, "build"):
         buildable = registry.target_names("build")
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(buildable)}")
     with timed(_log, "optimize %r (level %d)", g.name, opt_level):

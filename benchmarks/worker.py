@@ -14,7 +14,7 @@ from pathlib import Path
 import harness
 import numpy as np
 
-NUMBA_MISSING = "mdsl/targets/numba/backend.py is not there yet"
+NUMBA_MISSING = "numba is not installed"
 WORKLOAD_BUDGET_S = 200  # past this, a workload's remaining contenders are skipped
 SETTLE_S = 0.2  # lets the spinning worker threads of the previous contender go to sleep
 
@@ -193,7 +193,7 @@ def _mdsl_setup(wl, backend: str):
     executables = {}
 
     def setup(threads):
-        if backend == "numba" and importlib.util.find_spec("mdsl.targets.numba.backend") is None:
+        if backend == "numba" and importlib.util.find_spec("numba") is None:
             raise Skip(NUMBA_MISSING)
         exe = executables.get(threads)
         if exe is None:

@@ -117,3 +117,12 @@ def test_onnx_import_and_conformance_show_progress(monkeypatch):
     assert "import tiny" in seen.descriptions
     run_conformance(cases=collect_cases(["test_relu"]))
     assert "ONNX conformance (python)" in seen.descriptions
+
+
+def test_specialized_variants_build_with_progress(monkeypatch):
+    seen = _Recorder()
+    monkeypatch.setattr("mdsl.runtime.executable.progress", seen.progress)
+    with mdsl.Graph("sized") as g:
+        g.output(g.input("x", ("N", 3)) * 2.0, "y")
+    exe = mdsl.compile(g, backend="python", specialize={"N": [1, 2]})
+    assert seen.descriptions == ["build sized variants"] and len(exe.variants()) >= 2

@@ -166,7 +166,7 @@ def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
         return {}
     layers = inferred_layers(graph_proto)
     for node, layer in zip(nodes, layers.nodes):
-        node.layer = layer or None
+        node.layer = layer  # "" when nothing tells: the top level
     return layers.weights
 
 
@@ -210,7 +210,8 @@ class OnnxNode:
     outputs: list[str]
     attrs: dict
     opset: int
-    layer: str | None = None  # inferred from weight names when node names carry no scope
+    # inferred from weight names when no node name carries a scope ("" for the top level)
+    layer: str | None = None
 
     @staticmethod
     def of(proto, opsets: dict[str, int]) -> OnnxNode:
@@ -699,8 +700,9 @@ class _Importer:
         named after it, holding all its nodes.
         """
         layer, leaf = split_scope(node.name or node.op_type)
-        if node.layer:  # a scope-less name ("n14"): the layer its weights tell
-            layer, leaf = tuple(node.layer.split("/")), node.op_type if composite else None
+        if node.layer is not None:  # a scope-less name ("n14") says nothing: use the weights'
+            layer = tuple(node.layer.split("/")) if node.layer else ()
+            leaf = node.op_type if composite else None
         layer = (*self._scope_base, *layer)
         if composite:
             path = context.current_graph().layer_names.unique("/".join((*layer, leaf)))

@@ -232,7 +232,6 @@ class Graph:
             raise GraphError(f"graph {self.name!r} left a `with` block it never entered")
         context.graph_stack.reset(self._token)
         context.scope_path.reset(self._saved_scope)
-        self._token = self._saved_scope = None
         if exc_type is None and not self.outputs:
             raise GraphError(
                 f"graph {self.name!r} has no outputs; call g.output(tensor, name)",

@@ -29,6 +29,7 @@ from mdsl.ops.proto import op_proto
 from mdsl.ops.reductions import (
     Reduction,
     axis_attr,
+    instance_norm_rule,
     layer_norm_rule,
     mean,
     reduce_rule,
@@ -556,6 +557,7 @@ def _layer_norm_ref(x, scale, bias=None, *, axis, epsilon):
     outputs={"y": "float"},
     attrs={"epsilon": Attr(float, default=1e-5)},
     category="reduction",
+    reduction=Reduction(spatial_axes, instance_norm_rule, per_element=True),
 )
 def instance_norm(x, scale, bias, *, epsilon):
     """Normalize each (sample, channel) of x (N, C, D1, ...) over its spatial axes, then

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mdsl.expr.numpy_ops import sigmoid
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -265,11 +266,7 @@ def rnn(
 
 
 # -- references ------------------------------------------------------------------------------
-def _sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-_ACTIVATIONS = {"Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0), "Sigmoid": _sigmoid}
+_ACTIVATIONS = {"Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0), "Sigmoid": sigmoid}
 
 
 def _lstm_cell(gx, h, c, r, rb, p, clip, input_forget):
@@ -277,18 +274,18 @@ def _lstm_cell(gx, h, c, r, rb, p, clip, input_forget):
     g = gx + h @ r.T + rb
     gi, go, gf, gc = (g[:, k * hid : (k + 1) * hid] for k in range(4))
     pi, po, pf = (0, 0, 0) if p is None else (p[:hid], p[hid : 2 * hid], p[2 * hid :])
-    i = _sigmoid(_clipped(gi + pi * c, clip))
-    f = 1 - i if input_forget else _sigmoid(_clipped(gf + pf * c, clip))
+    i = sigmoid(_clipped(gi + pi * c, clip))
+    f = 1 - i if input_forget else sigmoid(_clipped(gf + pf * c, clip))
     c = f * c + i * np.tanh(_clipped(gc, clip))
-    o = _sigmoid(_clipped(go + po * c, clip))
+    o = sigmoid(_clipped(go + po * c, clip))
     return o * np.tanh(c), c
 
 
 def _gru_cell(gx, h, r, rb, clip, linear_before_reset):
     hid = h.shape[-1]
     gh = h @ r[: 2 * hid].T + rb[: 2 * hid]
-    z = _sigmoid(_clipped(gx[:, :hid] + gh[:, :hid], clip))
-    reset = _sigmoid(_clipped(gx[:, hid : 2 * hid] + gh[:, hid:], clip))
+    z = sigmoid(_clipped(gx[:, :hid] + gh[:, :hid], clip))
+    reset = sigmoid(_clipped(gx[:, hid : 2 * hid] + gh[:, hid:], clip))
     r_h, rb_h = r[2 * hid :], rb[2 * hid :]
     if linear_before_reset:
         recurrent = reset * (h @ r_h.T + rb_h)

@@ -35,7 +35,7 @@ import numpy as np
 
 from mdsl.ir.errors import CompileError, ExecutionError
 from mdsl.ir.graph import Graph
-from mdsl.log import get_logger
+from mdsl.log import get_logger, progress
 from mdsl.targets.feeds import bind_feeds
 from mdsl.targets.registry import KernelInfo
 
@@ -190,7 +190,9 @@ class Executable:
         from mdsl.codegen.plan import NotSymbolic
 
         names = sorted(self.specialize)
-        for sizes in itertools.product(*(self.specialize[n] for n in names)):
+        combinations = list(itertools.product(*(self.specialize[n] for n in names)))
+        label = f"build {self.graph.name} variants"
+        for sizes in progress(combinations, label, total=len(combinations), delay=1.0):
             key = tuple(zip(names, sizes))
             if key in self._pinned:
                 continue

@@ -188,9 +188,9 @@ const matches = (text, ws) => ws.every(w => text.includes(w));
 function markMatches() {
   const ws = words();
   let hits = 0;
-  for (const g of picture.querySelectorAll("g.node")) {
-    const d = g.id.startsWith("node-") ? model.nodes[g.id.slice(5)] : null;
-    const hit = ws.length > 0 && d !== null && d !== undefined && matches(d.search, ws);
+  for (const g of picture.querySelectorAll("g.node[id^=node-]")) {  /* not layer boxes */
+    const d = model.nodes[g.id.slice(5)];
+    const hit = ws.length > 0 && d !== undefined && matches(d.search, ws);
     g.classList.toggle("hit", hit);
     g.classList.toggle("dim", ws.length > 0 && !hit);
     hits += hit;

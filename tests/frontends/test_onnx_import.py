@@ -6,6 +6,7 @@ Expected values come from ONNX's reference evaluator (onnx.reference), never fro
 from __future__ import annotations
 
 import contextlib
+import re
 
 import numpy as np
 import pytest
@@ -100,6 +101,21 @@ def test_scoped_node_names_are_kept_and_weightless_unnamed_nodes_stay_at_the_top
     assert [n.layer for n in g.nodes] == ["", "", ""]
 
 
+def test_a_scope_less_composite_node_gets_a_layer_named_after_its_op_not_its_onnx_name():
+    nodes = [
+        helper.make_node("MatMul", ["x", "fc_w"], ["h"], name="n0"),
+        helper.make_node("Sum", ["h", "h", "x"], ["y"], name="n7"),  # several mdsl ops
+    ]
+    m = model(nodes, [value("x", [2, 2])], [value("y", [2, 2])],
+              initializers=[init("fc_w", np.eye(2, dtype=np.float32))])  # fmt: skip
+    g = mo.load(m)
+    assert g.node("fc/MatMul").layer == "fc"
+    assert {n.layer for n in g.nodes if n.op_type == "Add"} == {"fc/Sum"}  # the join: fc's
+    assert not any("n7" in path for path in g.layers)
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    _close(_run(g, {"x": x}), reference(m, {"x": x}))
+
+
 def test_resnet50_from_the_light_zoo_reads_as_stages_blocks_and_branches():
     from mdsl.frontends.onnx_light_models import light_model_names, load_light_model
 
@@ -108,7 +124,8 @@ def test_resnet50_from_the_light_zoo_reads_as_stages_blocks_and_branches():
     g = mo.load(load_light_model("resnet50"))
     top = {p for p in g.layers if "/" not in p}
     assert {"conv1", "res2", "res3", "res4", "res5", "pred"} <= top
-    assert not any(p.startswith("gpu_0") or p.split("/")[-1].startswith("n1") for p in g.layers)
+    parts = {part for path in g.layers for part in path.split("/")}
+    assert not any(re.fullmatch(r"n\d+|gpu_0", part) for part in parts)  # no ONNX node names
     convs = [n for n in g.nodes if n.op_type == "Conv"]
     assert len(convs) == 53 and all(n.layer for n in convs)
     blocks = {n.layer.rpartition("/")[0] for n in convs if n.layer.startswith("res4/")}

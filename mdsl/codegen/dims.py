@@ -19,7 +19,10 @@ name included), so targets render a dim with `render_dim` alone: C and Python ag
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
+
+import numpy as np
 
 from mdsl.expr import Expr
 from mdsl.ir.dim import Dim
@@ -49,26 +52,42 @@ def substitute(d, mapping: Mapping[str, object]):
 
 def map_dims(obj, fn: Callable[[Dim], object]):
     """`obj` (Kernel IR records, lists, tuples, dicts) with every Dim replaced by `fn(dim)`;
-    unchanged parts are returned as they are. Expressions are left alone."""
+    unchanged parts are returned as they are (the same objects). Expressions and arrays
+    are left alone."""
     if isinstance(obj, Dim):
         return fn(obj)
-    if isinstance(obj, (str, int, float, bool, type(None), Expr)):
+    if isinstance(obj, _LEAVES):
         return obj
-    if isinstance(obj, list):
-        return [map_dims(v, fn) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(map_dims(v, fn) for v in obj)
+    if isinstance(obj, (list, tuple)):
+        items = [map_dims(v, fn) for v in obj]
+        if all(new is old for new, old in zip(items, obj)):
+            return obj
+        return items if isinstance(obj, list) else tuple(items)
     if isinstance(obj, dict):
-        return {k: map_dims(v, fn) for k, v in obj.items()}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            new = map_dims(value, fn)
-            if new is not value:
-                changes[f.name] = new
-        return dataclasses.replace(obj, **changes) if changes else obj
-    return obj
+        items = {k: map_dims(v, fn) for k, v in obj.items()}
+        return obj if all(items[k] is v for k, v in obj.items()) else items
+    fields = _field_names(type(obj))
+    if not fields:
+        return obj
+    changes = {}
+    for name in fields:
+        value = getattr(obj, name)
+        new = map_dims(value, fn)
+        if new is not value:
+            changes[name] = new
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+_LEAVES = (str, int, float, bool, type(None), Expr, np.ndarray, np.generic)
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The fields of dataclass `cls` (none for other classes); `dataclasses.fields` is too
+    slow to ask for every record of a plan."""
+    if not dataclasses.is_dataclass(cls):
+        return ()
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def free_symbols(obj) -> set[str]:
@@ -84,9 +103,17 @@ def free_symbols(obj) -> set[str]:
 
 
 def rename_symbols(obj, names: Mapping[str, str]):
-    """`obj` with symbol s renamed to `names[s]` in every Dim."""
+    """`obj` with symbol s renamed to `names[s]` in every Dim (each distinct Dim is
+    rewritten once: a plan repeats the same few sizes in thousands of places)."""
     renamed = {old: Dim(new) for old, new in names.items()}
-    return map_dims(obj, lambda d: substitute(d, renamed))
+    done: dict[Dim, object] = {}
+
+    def rename(d: Dim):
+        if d not in done:
+            done[d] = substitute(d, renamed)
+        return done[d]
+
+    return map_dims(obj, rename)
 
 
 def render_dim(d, lang: str = "c") -> str:

@@ -37,7 +37,10 @@ _RANK = {
     DType.uint8: 1,
     DType.int16: 2,
     DType.int32: 3,
+    DType.uint16: 2,
+    DType.uint32: 3,
     DType.int64: 4,
+    DType.uint64: 4,
     DType.float32: 5,
     DType.float64: 6,
 }

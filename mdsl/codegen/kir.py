@@ -275,7 +275,8 @@ class CustomCall:
 class Indexed:
     """Data-dependent indexing, scans and selections with a fixed loop structure
     (`mdsl.codegen.lower_indexing`): `op` names the form (gather, gather_elements,
-    scatter_elements, cumsum, topk, arg_reduce, index_map), `params` its static sizes.
+    scatter_elements, cumsum, topk, arg_reduce, index_map, one_hot,
+    interpolate), `params` its static sizes.
     Inputs and outputs are contiguous buffers of `dtypes` (inputs first); `error` is
     what a run stopped by a bad index reports."""
 

@@ -243,13 +243,15 @@ def _static_but_batch(*tensors: Tensor) -> None:
 
 
 def lower_pool(ctx: Context, node: Node) -> kir.Pool:
+    """2-D pooling, and 1-D pooling as 2-D over rows of height 1 (the same NCL memory)."""
     x, out = node.inputs[0], node.outputs[0]
-    if len(x.shape) != 4 or x.dtype != DType.float32 or x.type.storage_format is not None:
-        raise Unsupported("only 2-D float32 pooling is generated")
+    if len(x.shape) not in (3, 4) or x.dtype != DType.float32 or x.type.storage_format is not None:
+        raise Unsupported("only 1-D and 2-D float32 pooling is generated")
     _static_but_batch(x, out)
     attrs = node.attrs
     window = window_of(attrs)
     pad = concrete_padding(window, tuple(x.shape[2:]))
+    flat = 4 - len(x.shape)  # leading unit axes that make a 1-D window 2-D
     return kir.Pool(
         kernel_name(ctx, [node]),
         [node_ref(node)],
@@ -259,11 +261,11 @@ def lower_pool(ctx: Context, node: Node) -> kir.Pool:
         ctx.buffer_of(out),
         x.shape[0],
         x.shape[1],
-        tuple(x.shape[2:]),
-        tuple(out.shape[2:]),
-        tuple(window.kernel),
-        tuple(window.strides),
-        tuple(pad.begins),
-        tuple(window.dilations),
+        (1,) * flat + tuple(x.shape[2:]),
+        (1,) * flat + tuple(out.shape[2:]),
+        (1,) * flat + tuple(window.kernel),
+        (1,) * flat + tuple(window.strides),
+        (0,) * flat + tuple(pad.begins),
+        (1,) * flat + tuple(window.dilations),
         bool(attrs.get("count_include_pad", False)),
     )

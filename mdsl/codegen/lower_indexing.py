@@ -4,13 +4,16 @@ export around their convolutions and matmuls.
 Two kinds of lowering:
 
 - affine copies (`kir.Pointwise`, every target renders them): Split (one copy per
-  piece), Tile (a broadcast over the tiled view of the output);
+  piece), Tile (a broadcast over the tiled view of the output), DepthToSpace and
+  SpaceToDepth (a permuted copy: reshape, transpose, reshape);
 - `kir.Indexed` kernels for targets that render them (C): Gather, GatherElements,
-  ScatterElements, CumSum, TopK, ArgMax/ArgMin, and Pad in every mode as an *index map*
-  (per axis, the source index of each output index, -1 for the constant).
+  ScatterElements, CumSum, TopK, ArgMax/ArgMin, OneHot, Pad in every mode and nearest
+  Resize as an *index map* (per axis, the source index of each output index, -1 for the
+  constant), linear and cubic Resize as an *interpolation* (per resized axis, each output
+  index's taps: source indices and weights, summed in double as the reference does).
 
 Indexed kernels have static shapes (a symbolic dim raises ShapeError: the planner then
-specializes the graph per shape), but for Gather, whose sizes may be symbolic. An index outside [-n, n) stops the run with the
+specializes the graph per shape), but for Gather and OneHot, whose sizes may be symbolic. An index outside [-n, n) stops the run with the
 kernel's `error`, naming the axis and its size, as the interpreter does.
 
 >>> import numpy as np, mdsl
@@ -38,6 +41,7 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ShapeError
 from mdsl.ir.graph import Node, Tensor
+from mdsl.ops.resizing import axis_taps, resized_axes
 
 ARITHMETIC = (DType.float32, DType.float64, DType.int32, DType.int64)
 INDEXED_OPS = (
@@ -49,9 +53,12 @@ INDEXED_OPS = (
     "ArgMax",
     "ArgMin",
     "Pad",
+    "OneHot",
+    "Resize",
 )
-AFFINE_OPS = ("Split", "Tile")
-SYMBOLIC_OPS = ("Gather",)  # its sizes may be symbolic (an embedding lookup of B x T ids)
+AFFINE_OPS = ("Split", "Tile", "DepthToSpace", "SpaceToDepth")
+# sizes may be symbolic (B x T ids, N labels); Resize checks its own
+SYMBOLIC_OPS = ("Gather", "OneHot", "Resize")
 
 
 def lower_indexing(ctx: Context, node: Node, indexed: bool) -> list:
@@ -137,7 +144,42 @@ def _tile(ctx: Context, node: Node) -> list[kir.Pointwise]:
     return [_copy(ctx, node, load, store, space)]
 
 
-_AFFINE = {"Split": _split, "Tile": _tile}
+def _permuted_copy(ctx: Context, node: Node, view: tuple, perm: tuple) -> list[kir.Pointwise]:
+    """out = x.reshape(view).transpose(perm), contiguous: a copy over the output's view."""
+    x, out = node.inputs[0], node.outputs[0]
+    space = tuple(view[p] for p in perm)
+    view_strides = contiguous_strides(view)
+    load = kir.Access(ctx.buffer_of(x), x.dtype, 0, tuple(view_strides[p] for p in perm))
+    store = kir.Access(ctx.buffer_of(out), out.dtype, 0, contiguous_strides(space))
+    return [_copy(ctx, node, load, store, space)]
+
+
+def _blocks(node: Node) -> tuple:
+    """(n, c, h, w, blocksize); batch and spatial dims may be symbolic, channels not."""
+    n, c, h, w = node.inputs[0].shape
+    if isinstance(c, Dim):
+        raise Unsupported(f"{node.op_type} over symbolic channels")
+    return n, c, h, w, node.attrs["blocksize"]
+
+
+def _depth_to_space(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    n, c, h, w, b = _blocks(node)
+    if node.attrs["mode"] == "DCR":
+        return _permuted_copy(ctx, node, (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2))
+    return _permuted_copy(ctx, node, (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3))
+
+
+def _space_to_depth(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    n, c, h, w, b = _blocks(node)
+    return _permuted_copy(ctx, node, (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4))
+
+
+_AFFINE = {
+    "Split": _split,
+    "Tile": _tile,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
+}
 
 
 # -- indexed kernels -----------------------------------------------------------------------------
@@ -251,6 +293,48 @@ def _pad(ctx: Context, node: Node) -> kir.Indexed:
     return _indexed(ctx, node, "index_map", [x], [out], params)
 
 
+def _one_hot(ctx: Context, node: Node) -> kir.Indexed:
+    """out[o, j, i] = on if indices[o, i] (negative: + depth) == j else off, the new axis
+    of size depth between the index dims before and after `axis`."""
+    indices, values = node.inputs
+    axis = node.attrs["axis"] % (len(indices.shape) + 1)
+    params = {"outer": math.prod(indices.shape[:axis]), "depth": int(node.attrs["depth"])}
+    params["inner"] = math.prod(indices.shape[axis:])
+    return _indexed(ctx, node, "one_hot", [indices, values], node.outputs, params)
+
+
+def _resize(ctx: Context, node: Node) -> kir.Indexed:
+    """Taps are tabled from static sizes. Over symbolic dims Resize stays a callback, so
+    that one symbolic build serves every image size (a specialized build per size would
+    compile on each new size)."""
+    x, out = node.inputs[0], node.outputs[0]
+    if any(isinstance(d, Dim) for d in (*x.shape, *out.shape)):
+        raise Unsupported("Resize over symbolic dims (its taps depend on the sizes)")
+    shape, out_shape = _static(x), _static(out)
+    a = node.attrs
+    taps = {
+        axis: axis_taps(a, shape[axis], n, scale)
+        for axis, n, scale in resized_axes(
+            shape, scales=a["scales"], sizes=a["sizes"], axes=a["axes"]
+        )
+    }
+    params = {"shape": out_shape, "strides": contiguous_strides(shape)}
+    if a["mode"] == "nearest":
+        params["tables"] = tuple(
+            tuple(int(i) for i in taps[d][0][0]) if d in taps else tuple(range(n))
+            for d, n in enumerate(shape)
+        )
+        params["value"] = 0.0  # no table holds -1
+        return _indexed(ctx, node, "index_map", [x], [out], params)
+    if x.dtype not in (DType.float32, DType.float64):
+        raise Unsupported(f"{a['mode']} Resize in {x.dtype}")
+    params["taps"] = {
+        d: (tuple(map(tuple, idx.tolist())), tuple(map(tuple, w.tolist())))
+        for d, (idx, w) in sorted(taps.items())
+    }
+    return _indexed(ctx, node, "interpolate", [x], [out], params)
+
+
 def _at(start: int, i: int) -> int:
     return -1 if i < 0 else start + i
 
@@ -281,4 +365,6 @@ _INDEXED = {
     "ArgMax": _arg_reduce,
     "ArgMin": _arg_reduce,
     "Pad": _pad,
+    "OneHot": _one_hot,
+    "Resize": _resize,
 }

@@ -489,6 +489,7 @@ class _PlanBuilder:
 
     def lower_group(self, group: _Group) -> list:
         try:
+            _refuse_storage_types(group.nodes)
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
             if any(_bounded_symbols(n) for n in group.nodes):
@@ -509,6 +510,7 @@ class _PlanBuilder:
         if _bounded_symbols(node):
             return [self._lower_data_dependent(node)]
         try:
+            _refuse_storage_types([node])
             if self.c_bindings and c_binding(node):
                 return self._lower_symbolic(
                     single, lambda _, g: [lower_custom_call(self.ctx, node)]
@@ -572,6 +574,15 @@ class _PlanBuilder:
                     [kir.Store(contiguous(buf, t.dtype, shape), var("src"))],
                 )
             )
+
+
+def _refuse_storage_types(nodes: list[Node]) -> None:
+    """Kernels compute in real types; a node reading or writing a storage type (float8,
+    int4, ...: `mdsl.ir.dtype`) runs as a callback."""
+    for n in nodes:
+        for t in (*n.inputs, *n.outputs):
+            if t is not None and t.dtype.is_storage:
+                raise Unsupported(f"{t.dtype} is a storage type (no kernel computes in it)")
 
 
 def _group_symbols(nodes: list[Node]) -> set[str]:

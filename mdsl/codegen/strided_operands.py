@@ -54,11 +54,21 @@ def transpose_view(t: Tensor) -> MatrixView | None:
     own = contiguous_strides(tuple(source.shape))
     strides = tuple(own[p] for p in perm)
     rows, cols = strides[-2], strides[-1]
+    n_rows, n_cols = t.shape[-2], t.shape[-1]
     if cols == 1:
-        return MatrixView(source, tuple(t.shape), strides, False, rows)
+        return MatrixView(source, tuple(t.shape), strides, False, _leading(rows, n_rows, n_cols))
     if rows == 1:
-        return MatrixView(source, tuple(t.shape), strides, True, cols)
+        return MatrixView(source, tuple(t.shape), strides, True, _leading(cols, n_cols, n_rows))
     return None
+
+
+def _leading(stride, n_lines, line_length):
+    """The leading dimension of a matrix of `n_lines` lines: the stride between them.
+    One line is read whatever the stride, but BLAS refuses a leading dimension below
+    the line's length (a (1, n) view of an (n, 1) tensor has stride 1)."""
+    if n_lines == 1 and isinstance(stride, int) and isinstance(line_length, int):
+        return max(stride, line_length)
+    return stride
 
 
 def read_in_place(transpose: Node, uses: list[tuple[Node, int]]) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from mdsl.codegen.toolchain import trusted_cache_dir
 from mdsl.ir.errors import CompileError
 
 TARGETS = ("c", "numba", "ascendc")
@@ -45,11 +46,24 @@ def template_dir(target: str) -> Path:
 @functools.cache  # parsing the templates again costs ~0.1 s per compile
 def template_environment(target: str) -> jinja2.Environment:
     """The Jinja environment of `target`'s templates: undefined names are errors, block
-    tags leave no blank lines, files keep their trailing newline."""
+    tags leave no blank lines, files keep their trailing newline; compiled templates are
+    kept in the build cache (compiling them costs ~0.15 s in every new process)."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir(target))),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        bytecode_cache=_compiled_templates(),
     )
+
+
+def _compiled_templates() -> jinja2.BytecodeCache | None:
+    """A cache of compiled templates in the build cache (Jinja keys each entry on the
+    template's source and its own version), or None when there is no usable cache."""
+    try:
+        folder = trusted_cache_dir() / "templates"
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except (CompileError, OSError):
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))

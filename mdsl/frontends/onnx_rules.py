@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
@@ -258,11 +259,39 @@ def dropout(ctx, node) -> list:
     return outputs
 
 
-@rule("CastLike")
-def cast_like(ctx, node) -> list:
-    """Cast to the element type of the second input."""
-    target = ctx.type_of(node.inputs[1]).dtype
-    return _mapped(ctx, node, {"to": target}, [ctx.input_tensor(node, 0)], op_type="Cast")
+@rule("Cast", "CastLike")
+def cast(ctx, node) -> list:
+    """Cast to `to` (CastLike: to the element type of the second input). A float
+    becoming float8/float4 saturates to the type's finite range unless `saturate=0`
+    (mdsl's Cast converts as ml_dtypes does: out of range becomes inf or NaN), so the
+    importer clips first."""
+    x = ctx.input_tensor(node, 0)
+    if node.op_type == "CastLike":
+        target = ctx.type_of(node.inputs[1]).dtype
+    else:
+        target = dtype_from_onnx(int(node.attrs["to"]))
+        if target is None:
+            raise GraphError(f"Cast to element type {node.attrs['to']} is not supported")
+    round_mode = _plain(_attr(node, "round_mode", "up"))
+    if round_mode != "up" and target == DType.float8_e8m0fnu:
+        raise GraphError(f"Cast to float8e8m0: round_mode={round_mode!r} is not supported")
+    if not (_saturates(target) and int(_attr(node, "saturate", 1)) and not x.dtype.is_int):
+        return _mapped(ctx, node, {"to": target}, [x], op_type="Cast")
+    with ctx.scope_of(node, composite=True):
+        wide = x if x.dtype.is_float else emit1(ctx, "Cast", x, to=DType.float32)
+        info = ml_dtypes.finfo(target.np)  # float8e8m0 holds positive powers of two only
+        low = float(info.tiny) if target == DType.float8_e8m0fnu else -float(info.max)
+        lo, hi = (wide.dtype.np.type(v) for v in (low, float(info.max)))
+        return [emit1(ctx, "Cast", emit1(ctx, "Clip", wide, lo, hi), to=target)]
+
+
+def _saturates(dtype: DType) -> bool:
+    """The storage floats ONNX's `saturate` applies to."""
+    return dtype.is_storage and dtype.name.startswith(("float8", "float4"))
+
+
+def _plain(value):
+    return value.decode() if isinstance(value, bytes) else value
 
 
 @rule("Range", constant_inputs=(0, 1, 2))
@@ -326,14 +355,6 @@ def _with_attrs(node, attrs: dict):
     from dataclasses import replace
 
     return replace(node, attrs=attrs)
-
-
-@rule("Cast")
-def cast(ctx, node) -> list:
-    to = dtype_from_onnx(int(node.attrs["to"]))
-    if to is None:
-        raise GraphError(f"Cast to element type {node.attrs['to']} is not supported")
-    return _mapped(ctx, node, {"to": to}, [ctx.input_tensor(node, 0)])
 
 
 @rule("Pow")
@@ -424,6 +445,63 @@ def loop(ctx, node) -> list:
     return list(result[2:])
 
 
+SCAN_UNROLL_LIMIT = 4096  # iterations a Scan may unroll into (one body copy each)
+
+
+@rule("Scan")
+def scan(ctx, node) -> list:
+    """A Scan (opset 9 on) unrolled over its scan axis, which must be static: iteration
+    t imports the body once, on the states and the t-th slice of every scan input, and
+    the scan outputs stack the body's per-iteration values (reversed where a direction
+    says 1). The unrolled chain compiles like any other graph."""
+    if node.opset < 9:
+        raise GraphError("Scan before opset 9 (with a batch axis) is not supported")
+    body = node.attrs["body"]
+    m = int(node.attrs["num_scan_inputs"])
+    inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs))]
+    states, scanned = inputs[: len(inputs) - m], inputs[len(inputs) - m :]
+    in_axes = _scan_axes(node, "scan_input_axes", scanned)
+    in_dirs = list(_attr(node, "scan_input_directions", [0] * m))
+    n_out = len(body.output) - len(states)
+    out_dirs = list(_attr(node, "scan_output_directions", [0] * n_out))
+    lengths = {t.shape[a] for t, a in zip(scanned, in_axes)}
+    if len(lengths) != 1 or not all(isinstance(n, int) for n in lengths):
+        raise GraphError(f"Scan: the scan inputs' lengths must be one static size, got {lengths}")
+    (length,) = lengths
+    if not 0 < length <= SCAN_UNROLL_LIMIT:
+        raise GraphError(f"Scan over {length} iterations: mdsl unrolls 1 to {SCAN_UNROLL_LIMIT}")
+    per_step: list[list] = [[] for _ in range(n_out)]
+    with ctx.scope_of(node, composite=True):
+        for t in range(length):
+            slices = [
+                _scan_slice(ctx, x, axis, length - 1 - t if reverse else t)
+                for x, axis, reverse in zip(scanned, in_axes, in_dirs)
+            ]
+            results = ctx.import_subgraph(body, [*states, *slices])
+            states = results[: len(states)]
+            for out, value in zip(per_step, results[len(states) :]):
+                out.append(value)
+        stacked = []
+        for k, values in enumerate(per_step):
+            rank = values[0].ndim + 1
+            axis = int(_attr(node, "scan_output_axes", [0] * n_out)[k]) % rank
+            pieces = [emit1(ctx, "Unsqueeze", v, axes=(axis,)) for v in values]
+            order = pieces[::-1] if out_dirs[k] else pieces
+            stacked.append(emit1(ctx, "Concat", *order, axis=axis) if len(order) > 1 else order[0])
+    return [*states, *stacked]
+
+
+def _scan_axes(node, key: str, tensors: list) -> list[int]:
+    axes = list(_attr(node, key, [0] * len(tensors)))
+    return [int(a) % t.ndim for a, t in zip(axes, tensors)]
+
+
+def _scan_slice(ctx, x, axis: int, index: int):
+    """x[..., index, ...] along `axis`, that axis removed."""
+    piece = emit1(ctx, "Slice", x, starts=(index,), ends=(index + 1,), axes=(axis,), steps=(1,))
+    return emit1(ctx, "Squeeze", piece, axes=(axis,))
+
+
 # -- compositions --------------------------------------------------------------------------
 def composition(*op_types: str):
     """A rule building the ONNX op from several mdsl ops inside the node's own layer."""
@@ -468,6 +546,24 @@ def lrn(ctx, node, x):
     sums = emit1(ctx, "Reshape", sums, shape=x.shape)
     scaled = emit1(ctx, "Add", emit1(ctx, "Mul", sums, alpha / size), bias)
     return emit1(ctx, "Div", x, emit1(ctx, "Pow", scaled, beta))
+
+
+@composition("LpPool")
+def lp_pool(ctx, node, x):
+    """(sum of |x|^p over each window) ^ (1/p): the window sums are a Conv of ones over
+    (N * C, 1, spatial), so pads add zeros as ONNX says."""
+    if int(_attr(node, "ceil_mode", 0)):
+        raise GraphError("LpPool with ceil_mode=1 is not supported")
+    p = float(_attr(node, "p", 2))
+    kernel = tuple(int(k) for k in node.attrs["kernel_shape"])
+    window = {k: node.attrs[k] for k in ("strides", "pads", "dilations") if k in node.attrs}
+    powered = emit1(ctx, "Pow", emit1(ctx, "Abs", x), x.dtype.np.type(p))
+    planes = emit1(ctx, "Reshape", powered, shape=(-1, 1, *x.shape[2:]))
+    ones = np.ones((1, 1, *kernel), dtype=x.dtype.np)
+    auto_pad = _plain(_attr(node, "auto_pad", "NOTSET"))
+    sums = emit1(ctx, "Conv", planes, ones, auto_pad=auto_pad, **window)
+    sums = emit1(ctx, "Reshape", sums, shape=(*x.shape[:2], *sums.shape[2:]))
+    return emit1(ctx, "Pow", sums, x.dtype.np.type(1.0 / p))
 
 
 @composition("Selu")

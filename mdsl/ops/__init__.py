@@ -22,15 +22,22 @@ from mdsl.ops.activation import (
     silu,
     softplus,
 )
+from mdsl.ops.bitwise import bit_shift, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from mdsl.ops.concatenation import concat, split
 from mdsl.ops.contraction import einsum
 from mdsl.ops.conv_transpose import conv_transpose
-from mdsl.ops.creation import constant_of_shape, range
-from mdsl.ops.cumulative import cumsum
+from mdsl.ops.creation import constant_of_shape, eye_like, range
+from mdsl.ops.cumulative import cumprod, cumsum
 from mdsl.ops.detection import non_max_suppression, nonzero
 from mdsl.ops.elementwise import (
     abs,
+    acos,
+    acosh,
     add,
+    asin,
+    asinh,
+    atan,
+    atanh,
     ceil,
     clip,
     cos,
@@ -66,16 +73,19 @@ from mdsl.ops.elementwise import (
     tanh,
     where,
 )
+from mdsl.ops.filtering import compress, unique
 from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
 from mdsl.ops.indexing_nd import gather_nd, scatter_nd
-from mdsl.ops.linalg import matmul
+from mdsl.ops.linalg import matmul, trilu
 from mdsl.ops.movement import (
+    bit_cast,
     cast,
     depth_to_space,
     expand,
     flatten,
     identity,
     reshape,
+    reverse_sequence,
     slice,
     space_to_depth,
     squeeze,

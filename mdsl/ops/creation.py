@@ -1,4 +1,4 @@
-"""Tensors made from attributes alone: ConstantOfShape and Range (ONNX).
+"""Tensors made from attributes alone: ConstantOfShape, Range and EyeLike (ONNX).
 
 ONNX passes ConstantOfShape's shape and Range's start/limit/delta as tensor inputs; mdsl
 holds them as attributes so shape inference at build time sees them (the ONNX importer
@@ -147,5 +147,38 @@ def _range_ref(*, start, limit, delta, dtype):
     return (start + steps * delta).astype(dtype.np)
 
 
+@op_proto(
+    "EyeLike",
+    inputs={"x": "any"},
+    outputs={"y": "any"},
+    attrs={"dtype": Attr(DType, default=None), "k": Attr(int, default=0)},
+    category="opaque",
+)
+def _eye_like(x, *, dtype, k):
+    """Ones on the k-th diagonal of a 2-D tensor shaped like `x`, zeros elsewhere, of
+    `dtype` (default x's) (ONNX EyeLike)."""
+    check(x.rank == 2, f"EyeLike needs a 2-D input, got rank {x.rank}")
+    return TensorType(x.shape, dtype or x.dtype)
+
+
+def eye_like(x, *, dtype=None, k: int = 0, name=None):
+    """A 2-D tensor shaped like `x` with ones on diagonal `k` (> 0 above the main one)
+    and zeros elsewhere (ONNX EyeLike; numpy.eye).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     g.output(mdsl.ops.eye_like(g.input("x", (2, 3)), k=1, dtype="int32"), "y")
+    >>> mdsl.interpret(g, {"x": np.zeros((2, 3), np.float32)})["y"]
+    array([[0, 1, 0],
+           [0, 0, 1]], dtype=int32)
+    """
+    return _eye_like(x, dtype=None if dtype is None else DType.of(dtype), k=k, name=name)
+
+
+def _eye_like_ref(x, *, dtype, k):
+    return np.eye(x.shape[0], x.shape[1], k, dtype=(dtype.np if dtype else x.dtype))
+
+
 register_op_impl("ConstantOfShape", _constant_of_shape_ref)
+register_op_impl("EyeLike", _eye_like_ref)
 register_op_impl("Range", _range_ref)

@@ -162,6 +162,48 @@ is_nan = unary_pointwise(
     ),
 )
 
+
+# -- inverse and hyperbolic trigonometry ------------------------------------------------------
+def _trig(op_type: str, reference, summary: str, x: list, result: str):
+    return unary_pointwise(
+        op_type,
+        computes_in_float32(reference),
+        doc=pointwise_doc(summary, f"{op_type.lower()}(x)", result, x=x),
+        cost="transcendental",
+    )
+
+
+acos = _trig(
+    "Acos", np.arccos, "Arccosine, in radians (ONNX Acos).", [1.0], "array([0.], dtype=float32)"
+)
+asin = _trig(
+    "Asin", np.arcsin, "Arcsine, in radians (ONNX Asin).", [0.0], "array([0.], dtype=float32)"
+)
+atan = _trig(
+    "Atan", np.arctan, "Arctangent, in radians (ONNX Atan).", [0.0], "array([0.], dtype=float32)"
+)
+acosh = _trig(
+    "Acosh",
+    np.arccosh,
+    "Inverse hyperbolic cosine (ONNX Acosh).",
+    [1.0],
+    "array([0.], dtype=float32)",
+)
+asinh = _trig(
+    "Asinh",
+    np.arcsinh,
+    "Inverse hyperbolic sine (ONNX Asinh).",
+    [0.0],
+    "array([0.], dtype=float32)",
+)
+atanh = _trig(
+    "Atanh",
+    np.arctanh,
+    "Inverse hyperbolic tangent (ONNX Atanh).",
+    [0.0],
+    "array([0.], dtype=float32)",
+)
+
 # -- logic -----------------------------------------------------------------------------------
 logical_not = unary_pointwise(
     "Not",

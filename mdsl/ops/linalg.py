@@ -9,7 +9,7 @@ from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
 from mdsl.ops.precision import computes_in_float32
 from mdsl.ops.proto import op_proto
-from mdsl.ops.registry import check
+from mdsl.ops.registry import Attr, check
 from mdsl.ops.shape_rules import broadcast_shapes
 
 
@@ -43,3 +43,38 @@ def matmul(a, b):
 
 
 register_op_impl("MatMul", computes_in_float32(np.matmul))
+
+
+@op_proto(
+    "Trilu",
+    inputs={"x": "any"},
+    outputs={"y": "any"},
+    attrs={"upper": Attr(bool, default=True), "k": Attr(int, default=0)},
+    category="opaque",
+)
+def _trilu(x, *, upper, k):
+    """The upper (or lower) triangle of the last two dims, the rest zero (ONNX Trilu)."""
+    check(x.rank >= 2, f"Trilu needs an input of rank >= 2, got rank {x.rank}")
+    return TensorType(x.shape, x.dtype, x.format)
+
+
+def trilu(x, *, upper: bool = True, k: int = 0, name=None):
+    """Keep the elements on and above (`upper`) or on and below the k-th diagonal of the
+    last two dims of `x` and zero the others (ONNX Trilu; numpy.triu / numpy.tril).
+    `k` > 0 moves the diagonal up, < 0 down.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     g.output(mdsl.ops.trilu(g.input("x", (2, 3)), upper=False), "y")
+    >>> mdsl.interpret(g, {"x": np.ones((2, 3), np.float32)})["y"]
+    array([[1., 0., 0.],
+           [1., 1., 0.]], dtype=float32)
+    """
+    return _trilu(x, upper=upper, k=k, name=name)
+
+
+def _trilu_ref(x, *, upper, k):
+    return np.triu(x, k) if upper else np.tril(x, k)
+
+
+register_op_impl("Trilu", _trilu_ref)

@@ -16,6 +16,7 @@ import numpy as np
 from mdsl.expr.numpy_ops import saturating_astype
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.ir.errors import DTypeError
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -27,6 +28,7 @@ from mdsl.ops.shape_rules import (
     normalize_axis,
     numel,
     require_static,
+    unify_dims,
 )
 
 INT_MAX = 2**63 - 1
@@ -239,6 +241,74 @@ def cast(x, *, to):
     return TensorType(x.shape, to, x.format)
 
 
+@op_proto(
+    "BitCast",
+    inputs={"x": "any"},
+    outputs={"y": "any"},
+    attrs={"to": Attr(DType)},
+    category="opaque",
+)
+def bit_cast(x, *, to):
+    """The bits of each element read as dtype `to`, which must be as wide as x's dtype
+    (ONNX BitCast; numpy's `view`).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     g.output(mdsl.ops.bit_cast(g.input("x", (1,)), to=mdsl.int32), "y")
+    >>> mdsl.interpret(g, {"x": np.array([1.0], np.float32)})["y"]
+    array([1065353216], dtype=int32)
+    """
+    check(
+        to.itemsize == x.dtype.itemsize,
+        f"BitCast from {x.dtype} to {to}: the types must be as wide "
+        f"({x.dtype.itemsize} vs {to.itemsize} bytes)",
+        DTypeError,
+    )
+    return TensorType(x.shape, to, x.format)
+
+
+@op_proto(
+    "ReverseSequence",
+    inputs={"x": "any", "sequence_lens": "int64"},
+    outputs={"y": "any"},
+    attrs={"batch_axis": Attr(int, default=1), "time_axis": Attr(int, default=0)},
+    category="opaque",
+)
+def reverse_sequence(x, sequence_lens, *, batch_axis, time_axis):
+    """For each batch entry b, its first sequence_lens[b] steps along `time_axis` in
+    reverse order, the rest as they are (ONNX ReverseSequence). `batch_axis` and
+    `time_axis` are 0 and 1 in some order.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x, n = g.input("x", (2, 3)), g.input("n", (2,), "int64")
+    ...     g.output(mdsl.ops.reverse_sequence(x, n, batch_axis=0, time_axis=1), "y")
+    >>> mdsl.interpret(g, {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array([3, 2])})["y"]
+    array([[2., 1., 0.],
+           [4., 3., 5.]], dtype=float32)
+    """
+    check(x.rank >= 2, f"ReverseSequence needs an input of rank >= 2, got rank {x.rank}")
+    check(
+        {batch_axis, time_axis} == {0, 1},
+        f"ReverseSequence: batch_axis and time_axis must be 0 and 1, got {batch_axis}, {time_axis}",
+    )
+    check(sequence_lens.rank == 1, f"sequence_lens must be 1-D, got shape {sequence_lens.shape}")
+    unify_dims(sequence_lens.shape[0], x.shape[batch_axis], "sequence_lens vs the batch size")
+    return TensorType(x.shape, x.dtype, x.format)
+
+
+def _reverse_sequence_ref(x, sequence_lens, *, batch_axis, time_axis):
+    y = x.copy()
+    steps = x.shape[time_axis]
+    for b, n in enumerate(sequence_lens.tolist()):
+        if not 0 <= n <= steps:
+            raise ValueError(f"sequence_lens[{b}] = {n} is outside [0, {steps}]")
+        picked = [_py_slice(None)] * x.ndim
+        picked[batch_axis], picked[time_axis] = b, _py_slice(0, n)
+        y[tuple(picked)] = np.flip(x[tuple(picked)], axis=time_axis - (batch_axis < time_axis))
+    return y
+
+
 @op_proto("Identity", inputs={"x": "any"}, outputs={"y": "any"}, category="data_movement")
 def identity(x):
     """The input, unchanged."""
@@ -258,6 +328,8 @@ register_op_impl("Unsqueeze", lambda x, *, axes: np.expand_dims(x, tuple(axes)))
 register_op_impl("Slice", _slice_ref)
 register_op_impl("Cast", lambda x, *, to: saturating_astype(x, to.np))
 register_op_impl("Identity", lambda x: x.copy())
+register_op_impl("BitCast", lambda x, *, to: np.array(x, order="C").view(to.np))
+register_op_impl("ReverseSequence", _reverse_sequence_ref)
 
 
 @op_proto(

@@ -11,10 +11,11 @@ Inputs are channels-first (N, C, spatial...), as in ONNX.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from mdsl.ir.dim import Dim
-from mdsl.ir.dtype import DType
+from mdsl.ir.dtype import STORAGE, DType
 from mdsl.ir.errors import DTypeError, GraphError
 from mdsl.ir.format import Format
 from mdsl.ir.source import user_source
@@ -28,6 +29,7 @@ from mdsl.ops.proto import op_proto
 from mdsl.ops.reductions import (
     Reduction,
     axis_attr,
+    instance_norm_rule,
     layer_norm_rule,
     mean,
     reduce_rule,
@@ -55,7 +57,7 @@ _WINDOW_ATTRS = {
     "strides": Attr([int], default=None),
 }
 _POOL_DTYPES = ["float", "int8", "uint8"]
-_QUANTIZED = ["int8", "uint8", "int16"]
+_QUANTIZED = ["int8", "uint8", "int16", "uint16", *(d.value for d in sorted(STORAGE, key=str))]
 
 
 def _channels_first(x: TensorType, op_type: str, least_rank: int) -> None:
@@ -555,6 +557,7 @@ def _layer_norm_ref(x, scale, bias=None, *, axis, epsilon):
     outputs={"y": "float"},
     attrs={"epsilon": Attr(float, default=1e-5)},
     category="reduction",
+    reduction=Reduction(spatial_axes, instance_norm_rule, per_element=True),
 )
 def instance_norm(x, scale, bias, *, epsilon):
     """Normalize each (sample, channel) of x (N, C, D1, ...) over its spatial axes, then
@@ -784,7 +787,7 @@ def _quant_param_shape(x: TensorType, scale: TensorType, zero_point, axis: int, 
     """Check scale/zero_point: a scalar (per tensor) or 1-D of x.shape[axis] (per axis)."""
     if zero_point is not None:
         check(
-            zero_point.shape == scale.shape,
+            zero_point.shape == scale.shape or zero_point.numel == scale.numel == 1,
             f"{op} zero point shape {zero_point.shape} != scale shape {scale.shape}",
         )
     if scale.numel == 1:
@@ -843,8 +846,17 @@ def _quantize_ref(x, scale, zero_point=None, *, axis, output_dtype):
     q = np.rint(scaled).astype(np.float64)  # np.rint rounds halves to even
     if zero_point is not None:
         q = q + _broadcast_param(zero_point, x.ndim, axis)
-    limits = np.iinfo(dtype)
+    if DType.of(dtype).is_storage and not _is_integral(dtype):  # float8/float4: no rounding
+        q = scaled.astype(np.float64)
+        q = q if zero_point is None else q + _broadcast_param(zero_point, x.ndim, axis)
+        limit = float(ml_dtypes.finfo(dtype).max)  # saturate to the finite range
+        return np.clip(q, -limit, limit).astype(np.float32).astype(dtype)
+    limits = ml_dtypes.iinfo(dtype)
     return np.clip(q, limits.min, limits.max).astype(dtype)
+
+
+def _is_integral(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu" or dtype.name.startswith(("int", "uint"))
 
 
 @op_proto(
@@ -878,9 +890,10 @@ def dequantize_linear(x, scale, zero_point, *, axis):
 
 
 def _dequantize_ref(x, scale, zero_point=None, *, axis):
-    q = x.astype(np.int64)
+    wide = np.int64 if _is_integral(x.dtype) else np.float64  # float8/float4 stay floats
+    q = x.astype(wide)
     if zero_point is not None:
-        q = q - _broadcast_param(zero_point, x.ndim, axis).astype(np.int64)
+        q = q - _broadcast_param(zero_point, x.ndim, axis).astype(wide)
     compute = np.float64 if scale.dtype == np.float64 else np.float32
     y = q.astype(compute) * _broadcast_param(scale, x.ndim, axis).astype(compute)
     return y.astype(scale.dtype)

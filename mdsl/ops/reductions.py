@@ -3,7 +3,7 @@
 rule, and neither keeps a table of op types.
 
 A row rule is `rule(prog, node) -> Expr`: it describes one row of the reduced axes with
-`prog.vector(tensor)` (an input, per row element), `prog.reduce(op, value, dtype)` ("sum",
+`prog.vector(tensor)` (an input, per row element; `axis=` for a vector along one axis), `prog.reduce(op, value, dtype)` ("sum",
 "max", "min", "prod" over the row: a per-row scalar), `prog.let(value, dtype)` (a per-row
 scalar named once) and `prog.row_count(dtype)` (the row size as a value), all
 `mdsl.expr` expressions (`mdsl.codegen.lower_rows.RowProgram` is the `prog`).
@@ -130,14 +130,25 @@ def softmax_rule(log: bool):
     return rule
 
 
-def layer_norm_rule(prog, node):
+def _standardized(prog, node):
+    """(x - mean) / sqrt(var + epsilon) over the row (the population variance)."""
     x = prog.vector(node.inputs[0])
     dt = node.outputs[0].dtype
     n = prog.row_count(dt)
     mean = prog.let(prog.reduce("sum", x, dt) * reciprocal(n), dt)
     var = prog.let(prog.reduce("sum", (x - mean) * (x - mean), dt) * reciprocal(n), dt)
     inv = prog.let(E.rsqrt(var + float(node.attrs["epsilon"])), dt)
-    y = (x - mean) * inv * prog.vector(node.inputs[1])
+    return (x - mean) * inv
+
+
+def layer_norm_rule(prog, node):
+    y = _standardized(prog, node) * prog.vector(node.inputs[1])
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         y = y + prog.vector(node.inputs[2])
     return y
+
+
+def instance_norm_rule(prog, node):
+    """Rows are the spatial axes; scale and bias are per channel (axis 1, a kept axis)."""
+    scale, bias = (prog.vector(t, axis=1) for t in node.inputs[1:3])
+    return _standardized(prog, node) * scale + bias

@@ -195,10 +195,25 @@ def _neighbours_and_weights(x, in_len, mode, nearest_mode, cubic_coeff_a, exclud
     return np.clip(idx, 0, in_len - 1), weights
 
 
-def _resize_axis(data, axis, out_len, scale, attrs):
-    in_len = data.shape[axis]
+def resized_axes(shape, *, scales, sizes, axes) -> list[tuple[int, int, float]]:
+    """(axis, output length, scale) of each axis Resize resizes in an input of `shape`."""
+    axes = range(len(shape)) if axes is None else [a % len(shape) for a in axes]
+    out = []
+    for i, a in enumerate(axes):
+        in_len = shape[a]
+        if sizes is not None:
+            out.append((a, sizes[i], sizes[i] / in_len))
+        else:
+            out.append((a, math.floor(in_len * scales[i]), scales[i]))
+    return out
+
+
+def axis_taps(attrs: dict, in_len: int, out_len: int, scale: float):
+    """(indices, weights), each (taps, out_len), of one resized axis: output position i is
+    the sum over taps t of weights[t, i] * input[indices[t, i]] (one tap of weight 1 for
+    nearest)."""
     x = source_coordinates(attrs["coordinate_transformation_mode"], in_len, out_len, scale)
-    idx, weights = _neighbours_and_weights(
+    return _neighbours_and_weights(
         x,
         in_len,
         attrs["mode"],
@@ -206,6 +221,10 @@ def _resize_axis(data, axis, out_len, scale, attrs):
         attrs["cubic_coeff_a"],
         attrs["exclude_outside"],
     )
+
+
+def _resize_axis(data, axis, out_len, scale, attrs):
+    idx, weights = axis_taps(attrs, data.shape[axis], out_len, scale)
     if attrs["mode"] == "nearest":
         return np.take(data, idx[0], axis=axis)
     bcast = [1] * data.ndim
@@ -217,14 +236,8 @@ def _resize_axis(data, axis, out_len, scale, attrs):
 
 
 def _resize_ref(x, *, scales, sizes, axes, **attrs):
-    axes = range(x.ndim) if axes is None else [a % x.ndim for a in axes]
     work = x if attrs["mode"] == "nearest" else x.astype(np.float64)
-    for i, a in enumerate(axes):
-        in_len = x.shape[a]
-        if sizes is not None:
-            out_len, scale = sizes[i], sizes[i] / in_len
-        else:
-            out_len, scale = math.floor(in_len * scales[i]), scales[i]
+    for a, out_len, scale in resized_axes(x.shape, scales=scales, sizes=sizes, axes=axes):
         work = _resize_axis(work, a, out_len, scale, attrs)
     return np.asarray(work).astype(x.dtype)
 

@@ -110,13 +110,16 @@ def _axis_output(window: Window, axis: int, size, pad_begin: int, pad_end: int):
     if window.auto_pad == "VALID":
         pad_begin = pad_end = 0
     span = size + pad_begin + pad_end - extent
+    ceil = window.ceil_mode and window.auto_pad == "NOTSET"
     if isinstance(span, int):
+        # with ceil_mode a window may be larger than the input: one partial window
+        # (ONNX Runtime and PyTorch agree; HF EfficientNet pools 7x7 with a 2560 window)
         check(
-            span >= 0,
+            span >= 0 or (ceil and span + stride > 0 and size > 0),
             f"spatial axis {axis}: input size {size} (padded {size + pad_begin + pad_end}) "
             f"is smaller than the window extent {extent}",
         )
-    if not window.ceil_mode or window.auto_pad != "NOTSET":
+    if not ceil:
         return _windows_starting_at_or_before(span, stride)
     # ceil_mode: a last, partial window counts, unless it would start in the end padding
     # (ONNX, PyTorch). Which bound wins is decided by constants alone, so it holds for

@@ -95,8 +95,8 @@ def compile(
         return compile_hetero(
             g, devices, opt_level=opt_level, threads=threads, march_native=march_native
         )
-    buildable = registry.target_names("build")
-    if backend not in buildable:
+    if not isinstance(backend, str) or not registry.can(backend, "build"):
+        buildable = registry.target_names("build")
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(buildable)}")
     with timed(_log, "optimize %r (level %d)", g.name, opt_level):
         optimized = optimize(g, level=opt_level)

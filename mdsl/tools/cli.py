@@ -446,7 +446,8 @@ def parser() -> argparse.ArgumentParser:
         "viz",
         _viz,
         "draw a model (SVG, PNG, PDF, DOT or HTML)",
-        "Draw a model's graph. Without -o, print DOT. SVG, PNG and PDF need Graphviz.",
+        "Draw a model's graph. Without -o, print DOT. PNG and PDF need Graphviz; SVG needs "
+        "Graphviz or the viz extra; an HTML page needs neither (it lays the graph out).",
     )
     _model_args(s)
     s.add_argument("-o", "--output", metavar="FILE", help=".svg .png .pdf .dot or .html")

@@ -199,6 +199,22 @@ def test_param_inits_and_determinism():
     )
 
 
+def test_normal_params_have_the_normal_distribution():
+    with mdsl.Graph() as g:
+        w = mdsl.param("w", (400, 500), scale=2.0)
+        scalar = mdsl.param("s", ())
+        empty = mdsl.param("e", (0, 3), init="uniform")
+        g.output(w, "y")
+    v = g.node(w.name).const_value().astype(np.float64) / 2.0
+    assert v.shape == (400, 500) and abs(v.mean()) < 0.01 and abs(v.std() - 1) < 0.01
+    for k, share in ((1, 0.6827), (2, 0.9545), (3, 0.9973)):  # the 68-95-99.7 rule
+        assert abs((np.abs(v) < k).mean() - share) < 0.005
+    assert abs(((v - v.mean()) ** 4).mean() / v.var() ** 2 - 3) < 0.05  # kurtosis
+    assert len(np.unique(v)) > 60000  # a fine table, not a few levels
+    assert g.node(scalar.name).const_value().shape == ()
+    assert g.node(empty.name).const_value().shape == (0, 3)
+
+
 def test_param_values_are_deferred_until_needed():
     with mdsl.Graph() as g:
         w = mdsl.param("w", (4096, 4096))

@@ -32,6 +32,22 @@ def test_unknown_target(target):
         template_dir(target)
 
 
+def test_compiled_templates_are_kept_in_the_build_cache(tmp_path, monkeypatch):
+    from mdsl.codegen import templates
+
+    monkeypatch.setenv("MDSL_CACHE_DIR", str(tmp_path / "cache"))
+    env = templates.template_environment.__wrapped__("c")
+    env.get_template("runtime.h.j2")
+    assert list((tmp_path / "cache" / "templates").iterdir())  # written on first use
+    again = templates.template_environment.__wrapped__("c")  # a new process's environment
+    assert again.get_template("runtime.h.j2").render  # loads from the cache
+    (tmp_path / "cache").chmod(0o777)  # another user could plant compiled templates
+    try:
+        assert templates.template_environment.__wrapped__("c").bytecode_cache is None
+    finally:
+        (tmp_path / "cache").chmod(0o700)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """A wheel built from a copy of the checkout (so no build/ folder lands in the repo)."""

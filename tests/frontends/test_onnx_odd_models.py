@@ -128,15 +128,15 @@ def test_ops_defined_by_onnx_functions_are_expanded():
 
 
 def test_an_op_mdsl_lacks_over_import_time_values_is_evaluated():
-    """The Swin pattern: a mask built from constants by a chain that ends in an op mdsl
-    lacks (Trilu) is evaluated at import time, its producers (ScatterND) included."""
-    data = np.zeros((4, 4), np.float32)
+    """The Swin pattern: a value built from constants by a chain that ends in an op mdsl
+    lacks (Det) is evaluated at import time, its producers (ScatterND) included."""
+    data = 2 * np.eye(4, dtype=np.float32)
     indices = np.array([[0], [2]], np.int64)
-    updates = np.ones((2, 4), np.float32)
+    updates = np.array([[2, 1, 0, 0], [0, 1, 2, 1]], np.float32)
     nodes = [
-        helper.make_node("ScatterND", ["data", "idx", "upd"], ["mask"]),
-        helper.make_node("Trilu", ["mask"], ["mask2"]),
-        helper.make_node("Add", ["x", "mask2"], ["y"]),
+        helper.make_node("ScatterND", ["data", "idx", "upd"], ["matrix"]),
+        helper.make_node("Det", ["matrix"], ["det"]),
+        helper.make_node("Add", ["x", "det"], ["y"]),
     ]
     m = model(
         nodes,
@@ -145,7 +145,8 @@ def test_an_op_mdsl_lacks_over_import_time_values_is_evaluated():
         initializers=[init("data", data), init("idx", indices), init("upd", updates)],
     )
     g = mo.load(m)
-    assert not {"ScatterND", "Trilu"} & {n.op_type for n in g.nodes}
+    assert not {"ScatterND", "Det"} & {n.op_type for n in g.nodes}
     x = RNG.standard_normal((4, 4)).astype(np.float32)
-    mask = np.triu(np.array([[1] * 4, [0] * 4, [1] * 4, [0] * 4], np.float32))
-    np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], x + mask)
+    matrix = np.array([[2, 1, 0, 0], [0, 2, 0, 0], [0, 1, 2, 1], [0, 0, 0, 2]], np.float64)
+    want = x + np.float32(np.linalg.det(matrix))
+    np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], want, rtol=1e-6)

@@ -120,6 +120,17 @@ static inline int64_t mdsl_div_int64_t(int64_t a, int64_t b) { if (b == 0) retur
 static inline int64_t mdsl_rem_int64_t(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; return a % b; }
 static inline uint8_t mdsl_div_uint8_t(uint8_t a, uint8_t b) { return b == 0 ? 0 : a / b; }
 static inline uint8_t mdsl_rem_uint8_t(uint8_t a, uint8_t b) { return b == 0 ? 0 : a % b; }
+static inline uint8_t mdsl_abs_uint8_t(uint8_t a) { return a; }
+static inline uint16_t mdsl_div_uint16_t(uint16_t a, uint16_t b) { return b == 0 ? 0 : a / b; }
+static inline uint16_t mdsl_rem_uint16_t(uint16_t a, uint16_t b) { return b == 0 ? 0 : a % b; }
+static inline uint16_t mdsl_abs_uint16_t(uint16_t a) { return a; }
+static inline uint32_t mdsl_div_uint32_t(uint32_t a, uint32_t b) { return b == 0 ? 0 : a / b; }
+static inline uint32_t mdsl_rem_uint32_t(uint32_t a, uint32_t b) { return b == 0 ? 0 : a % b; }
+static inline uint32_t mdsl_abs_uint32_t(uint32_t a) { return a; }
+static inline uint64_t mdsl_div_uint64_t(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b; }
+static inline uint64_t mdsl_rem_uint64_t(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
+static inline uint64_t mdsl_abs_uint64_t(uint64_t a) { return a; }
+static inline uint64_t mdsl_pymod_u(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
 static inline float mdsl_min_float(float a, float b) { return (a < b || a != a) ? a : b; }
 static inline float mdsl_max_float(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline double mdsl_min_double(double a, double b) { return (a < b || a != a) ? a : b; }
@@ -134,13 +145,18 @@ static inline int32_t mdsl_min_int32_t(int32_t a, int32_t b) { return (a < b || 
 static inline int32_t mdsl_max_int32_t(int32_t a, int32_t b) { return (a > b || a != a) ? a : b; }
 static inline int64_t mdsl_min_int64_t(int64_t a, int64_t b) { return (a < b || a != a) ? a : b; }
 static inline int64_t mdsl_max_int64_t(int64_t a, int64_t b) { return (a > b || a != a) ? a : b; }
+static inline uint16_t mdsl_min_uint16_t(uint16_t a, uint16_t b) { return (a < b || a != a) ? a : b; }
+static inline uint16_t mdsl_max_uint16_t(uint16_t a, uint16_t b) { return (a > b || a != a) ? a : b; }
+static inline uint32_t mdsl_min_uint32_t(uint32_t a, uint32_t b) { return (a < b || a != a) ? a : b; }
+static inline uint32_t mdsl_max_uint32_t(uint32_t a, uint32_t b) { return (a > b || a != a) ? a : b; }
+static inline uint64_t mdsl_min_uint64_t(uint64_t a, uint64_t b) { return (a < b || a != a) ? a : b; }
+static inline uint64_t mdsl_max_uint64_t(uint64_t a, uint64_t b) { return (a > b || a != a) ? a : b; }
 static inline float mdsl_abs_float(float a) { return fabsf(a); }
 static inline double mdsl_abs_double(double a) { return fabs(a); }
 static inline int8_t mdsl_abs_int8_t(int8_t a) { return a < 0 ? (int8_t)((uint8_t)0 - (uint8_t)a) : a; }
 static inline int16_t mdsl_abs_int16_t(int16_t a) { return a < 0 ? (int16_t)((uint16_t)0 - (uint16_t)a) : a; }
 static inline int32_t mdsl_abs_int32_t(int32_t a) { return a < 0 ? (int32_t)((uint32_t)0 - (uint32_t)a) : a; }
 static inline int64_t mdsl_abs_int64_t(int64_t a) { return a < 0 ? (int64_t)((uint64_t)0 - (uint64_t)a) : a; }
-static inline uint8_t mdsl_abs_uint8_t(uint8_t a) { return a; }
 /* Kernel taps i in [lo, hi) of an output position o whose input index o*s - p + i*d
    falls inside [0, n): sliding windows loop over these, with no test per element. */
 static inline void mdsl_window(int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t n,
@@ -163,6 +179,9 @@ static inline uint8_t mdsl_sat_uint8_t(double x) { if (x != x) return 0; if (x <
 static inline int16_t mdsl_sat_int16_t(double x) { if (x != x) return 0; if (x <= -32768.0) return (int16_t)-32768.0; if (x >= 32767.0) return (int16_t)32767.0; return (int16_t)x; }
 static inline int32_t mdsl_sat_int32_t(double x) { if (x != x) return 0; if (x <= -2147483648.0) return (int32_t)-2147483648.0; if (x >= 2147483647.0) return (int32_t)2147483647.0; return (int32_t)x; }
 static inline int64_t mdsl_sat_int64_t(double x) { if (x != x) return 0; if (x <= -9223372036854775808.0) return (int64_t)-9223372036854775808.0; if (x >= 9223372036854774784.0) return (int64_t)9223372036854774784.0; return (int64_t)x; }
+static inline uint16_t mdsl_sat_uint16_t(double x) { if (x != x) return 0; if (x <= 0.0) return (uint16_t)0.0; if (x >= 65535.0) return (uint16_t)65535.0; return (uint16_t)x; }
+static inline uint32_t mdsl_sat_uint32_t(double x) { if (x != x) return 0; if (x <= 0.0) return (uint32_t)0.0; if (x >= 4294967295.0) return (uint32_t)4294967295.0; return (uint32_t)x; }
+static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x <= 0.0) return (uint64_t)0.0; if (x >= 18446744073709549568.0) return (uint64_t)18446744073709549568.0; return (uint64_t)x; }
 /* ---- team size per call: one thread or the whole team, whichever has been faster ----
    A fork-join team waits at every barrier for its slowest thread; when another process
    holds a core, that thread waits for the scheduler and a call on two threads can take

@@ -251,6 +251,14 @@ ONE_HOT = [
     ),
     OpCase(
         "OneHot",
+        lambda i: ops.one_hot(i, 6, np.array([0.5, 2.0], np.float32), axis=1),
+        {"indices": _idx([[1, 5, -2], [0, 9, 3]])},
+        numpy_ref=lambda i: _one_hot_numpy(i, 6, 0.5, 2.0, 1).astype(np.float32),
+        symbolic={"indices": ("N", 3)},
+        id="symbolic-batch-middle-axis",
+    ),
+    OpCase(
+        "OneHot",
         lambda i: ops.one_hot(i, 3, np.array([0.0, 1.0, 2.0], np.float32)),
         {"indices": _idx([0])},
         raises=mdsl.ShapeError,

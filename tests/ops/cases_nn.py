@@ -207,6 +207,21 @@ POOL_CASES = [
         id="ceil-window-in-padding",
     ),
     OpCase(
+        "AveragePool",
+        # ceil_mode: a window larger than the input is one partial window (HF EfficientNet)
+        lambda x: ops.average_pool(x, 9, strides=9, ceil_mode=True),
+        {"x": rand(1, 2, 7, 5)},
+        lambda x: F.avg_pool2d(x, 9, 9, ceil_mode=True),
+        id="ceil-window-larger-than-input",
+    ),
+    OpCase(
+        "MaxPool",
+        lambda x: ops.max_pool(x, 9, strides=9),
+        {"x": rand(1, 2, 7, 5)},
+        raises=mdsl.ShapeError,
+        id="window-larger-than-input",
+    ),
+    OpCase(
         "MaxPool",
         lambda x: ops.max_pool(x, (2, 3), strides=1, dilations=2),
         {"x": POOL_IMG},

@@ -516,9 +516,13 @@ def test_dtype_sets():
         mdsl.int16,
         mdsl.int32,
         mdsl.int64,
+        mdsl.uint16,
+        mdsl.uint32,
+        mdsl.uint64,
     }
     assert parse_dtype_set("any") == set(mdsl.DType)
-    assert parse_dtype_set("numeric") == set(mdsl.DType) - {mdsl.bool_}
+    storage = {d for d in mdsl.DType if d.is_storage}
+    assert parse_dtype_set("numeric") == set(mdsl.DType) - {mdsl.bool_} - storage
     assert In().dtypes == "any" and not In().optional and not In().variadic
 
 

@@ -196,3 +196,21 @@ def test_memory_figures_are_consistent(exe):
 def test_repr_names_graph_backend_and_variants(exe):
     exe(_feeds())
     assert repr(exe).startswith("Executable('feeds', backend='c', ")
+
+
+def test_compiling_for_c_imports_no_other_target():
+    """Each import costs every user's first compile (AscendC's emulator: ~0.4 s)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mdsl\n"
+        "with mdsl.Graph() as g:\n"
+        "    g.output(g.input('x', (4,)) * 2.0, 'y')\n"
+        "mdsl.compile(g, backend='c')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('mdsl.targets.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    loaded = {m.split(".")[2] for m in eval(out.stdout.strip().splitlines()[-1])}
+    assert "c" in loaded and not loaded & {"ascendc", "numba"}, loaded

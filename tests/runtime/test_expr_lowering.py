@@ -27,7 +27,11 @@ POSITIVE = {"Log": {0}, "Sqrt": {0}, "Rsqrt": {0}, "Pow": {0}, "BatchNormalizati
 POSITIVE |= {"QuantizeLinear": {1}, "DequantizeLinear": {1}}
 AWAY_FROM_ZERO = {"Div", "Mod", "Reciprocal"}  # last input kept away from 0
 BOUNDS = {"Clip": [(), ()]}  # shapes of the inputs after the first
-NOT_LOWERED = set()  # pointwise ops with no expression form (none so far)
+# pointwise ops with no expression form yet: compiled backends call their references
+NOT_LOWERED = {
+    *("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"),
+    *("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor"),
+}
 
 
 def _ops_with_both_bindings() -> list[str]:

@@ -209,6 +209,14 @@ def test_viz_draws_svg_and_html(capsys, model, tmp_path):
     assert (tmp_path / "g.html").read_text().startswith("<!DOCTYPE html>")
 
 
+def test_viz_writes_an_html_page_without_graphviz(capsys, model, tmp_path, monkeypatch):
+    monkeypatch.setenv("MDSL_DOT", "mdsl-no-such-dot")
+    code, _, err = run(capsys, "viz", model, "-o", str(tmp_path / "g.html"))
+    text = (tmp_path / "g.html").read_text()
+    assert code == 0 and f"draw {tmp_path / 'g.html'}" in err
+    assert 'id="mdsl-model"' in text and "<svg" not in text.split("<script", 1)[0]
+
+
 def test_diff_against_the_optimized_graph_or_another_model(capsys, model, tmp_path):
     code, out, _ = run(capsys, "diff", model)
     g = load_graph(model)

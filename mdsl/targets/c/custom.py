@@ -68,6 +68,9 @@ DTYPE_CODES = {
     DType.bfloat16: 7,
     DType.float32: 8,
     DType.float64: 9,
+    DType.uint16: 10,
+    DType.uint32: 11,
+    DType.uint64: 12,
 }
 SIGNATURE = (
     "(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs, int n_outputs, "

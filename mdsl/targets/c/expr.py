@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from mdsl.codegen.expr_types import ExprTypes, compute_type
 from mdsl.expr import Expr
-from mdsl.ir.dtype import DType
+from mdsl.ir.dtype import STORAGE, DType
 
 C_TYPES = {
     DType.bool_: "uint8_t",
@@ -22,10 +22,15 @@ C_TYPES = {
     DType.int16: "int16_t",
     DType.int32: "int32_t",
     DType.int64: "int64_t",
+    DType.uint16: "uint16_t",
+    DType.uint32: "uint32_t",
+    DType.uint64: "uint64_t",
     DType.float16: "_Float16",
     DType.bfloat16: "uint16_t",
     DType.float32: "float",
     DType.float64: "double",
+    # storage types (float8, int4, ...) are one byte each, which only callbacks read
+    **{d: "uint8_t" for d in STORAGE},
 }
 
 
@@ -69,8 +74,9 @@ _INFIX = {
 }
 _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
 # int and wider: arithmetic in the unsigned type wraps where signed overflow is undefined
-# (narrower types are promoted to int by C, which cannot overflow for them)
-WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t"}
+# (narrower types are promoted to int by C, which cannot overflow for them, except a
+# product of two uint16 values, which can)
+WRAPPING = {DType.int32: "uint32_t", DType.int64: "uint64_t", DType.uint16: "uint32_t"}
 
 
 def _wrapped(t: DType, unsigned_expr: str) -> str:
@@ -203,7 +209,7 @@ class CExprRenderer:
                 else f"mdsl_rem_{C_TYPES[t]}({texts[0]}, {texts[1]})"
             )
         if op == "mod":
-            kind = "f" if t.is_float else "i"
+            kind = "f" if t.is_float else ("u" if t.is_unsigned else "i")
             return f"mdsl_pymod_{kind}{suffix if t.is_float else ''}({texts[0]}, {texts[1]})"
         if function:  # an integer argument to a float function: in double
             return f"{function.name}((double){texts[0]})"

@@ -236,10 +236,20 @@ def _arg_reduce(k: kir.Indexed, types: list[str]) -> list[str]:
 
 def _fill_value(dtype: DType, value: float) -> str:
     if dtype == DType.bfloat16:
-        return f"mdsl_bf16_store({value!r}f)"
+        return f"mdsl_bf16_store((float){_float_literal(value)})"
     if dtype.is_float:
-        return f"({C_TYPES[dtype]}){value!r}"
+        return f"({C_TYPES[dtype]}){_float_literal(value)}"
     return f"({C_TYPES[dtype]}){int(value)}"
+
+
+def _float_literal(value: float) -> str:
+    """A C double literal; inf and NaN are the macros (`repr` would write `inf`)."""
+    value = float(value)
+    if value != value:
+        return "NAN"
+    if value in (float("inf"), float("-inf")):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    return repr(value)
 
 
 def _index_map(k: kir.Indexed, types: list[str]) -> list[str]:
@@ -277,6 +287,78 @@ def _index_map(k: kir.Indexed, types: list[str]) -> list[str]:
     return lines
 
 
+def _interpolate(k: kir.Indexed, types: list[str]) -> list[str]:
+    """out[i0, ...] = sum over the taps of each resized axis d of the product of their
+    weights w<d> times x at their source indices idx<d> (linear and cubic Resize); the
+    other axes read x at i<d>. Summed in double, as the reference."""
+    p = k.params
+    x, out = k.inputs[0], k.outputs[0]
+    shape, strides, taps = p["shape"], p["strides"], p["taps"]
+    if _count(shape) == 0:
+        return ["/* empty output */"]
+    lines = []
+    for d, (idx, w) in taps.items():  # tap-major: [t * shape[d] + i]
+        flat_idx = ", ".join(str(v) for row in idx for v in row)
+        flat_w = ", ".join(repr(float(v)) for row in w for v in row)
+        lines.append(f"static const int64_t idx{d}[{len(idx) * shape[d]}] = {{{flat_idx}}};")
+        lines.append(f"static const double w{d}[{len(w) * shape[d]}] = {{{flat_w}}};")
+    lines += _omp(_count(shape))
+    rank = len(shape)
+    for d in range(rank):
+        lines.append(f"{INDENT * d}for (int64_t i{d} = 0; i{d} < {shape[d]}; i{d}++) {{")
+    depth = rank
+    fixed = " + ".join([f"i{d} * {strides[d]}" for d in range(rank) if d not in taps] or ["0"])
+    lines += [
+        f"{INDENT * depth}const int64_t base = {fixed};",
+        f"{INDENT * depth}double acc = 0.0;",
+    ]
+    weight, offset = "1.0", "base"
+    for d, (idx, _) in taps.items():
+        at = f"t{d} * {shape[d]} + i{d}"
+        lines += [
+            f"{INDENT * depth}for (int64_t t{d} = 0; t{d} < {len(idx)}; t{d}++) {{",
+            f"{INDENT * (depth + 1)}const double wt{d} = {weight} * w{d}[{at}];",
+            f"{INDENT * (depth + 1)}const int64_t at{d} = {offset} + idx{d}[{at}] * {strides[d]};",
+        ]
+        weight, offset, depth = f"wt{d}", f"at{d}", depth + 1
+    lines.append(f"{INDENT * depth}acc += {weight} * (double){x}[{offset}];")
+    for _ in taps:
+        depth -= 1
+        lines.append(INDENT * depth + "}")
+    target = " + ".join(f"i{d} * {s}" for d, s in enumerate(_contiguous(shape)))
+    lines.append(f"{INDENT * rank}{out}[{target}] = ({types[1]})acc;")
+    for d in reversed(range(rank)):
+        lines.append(INDENT * d + "}")
+    return lines
+
+
+def _contiguous(shape) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return strides[::-1]
+
+
+def _one_hot(k: kir.Indexed, types: list[str]) -> list[str]:
+    p = k.params
+    idx, values = k.inputs
+    outer, depth, inner = (render_dim(p[n]) for n in ("outer", "depth", "inner"))
+    return [
+        f"/* {outer} x {depth} x {inner}: values[1] where the index is the position */",
+        *_omp(p["outer"] * p["depth"] * p["inner"]),
+        f"for (int64_t o = 0; o < {outer}; o++) {{",
+        f"{INDENT}for (int64_t j = 0; j < {depth}; j++) {{",
+        f"{INDENT * 2}for (int64_t i = 0; i < {inner}; i++) {{",
+        f"{INDENT * 3}int64_t v = (int64_t){idx}[o * {inner} + i];",
+        f"{INDENT * 3}if (v < 0) v += {depth};",
+        f"{INDENT * 3}{k.outputs[0]}[(o * {depth} + j) * {inner} + i] = {values}[v == j];",
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+
+
 _RENDER = {
     "gather": _gather,
     "gather_elements": _gather_elements,
@@ -285,4 +367,6 @@ _RENDER = {
     "topk": _topk,
     "arg_reduce": _arg_reduce,
     "index_map": _index_map,
+    "one_hot": _one_hot,
+    "interpolate": _interpolate,
 }

@@ -154,7 +154,8 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
     names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
     params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
     args = list(names)
-    for slot in sorted(free_symbols(k), key=lambda n: int(n.removeprefix("dim"))):
+    slots = free_symbols(k) if plan.symbols else ()  # a static plan has no Dims to look for
+    for slot in sorted(slots, key=lambda n: int(n.removeprefix("dim"))):
         params.append(f"int64_t {slot}")
         args.append(slot)
     if isinstance(k, kir.Callback):
@@ -259,6 +260,9 @@ _INT_LIMITS = {
     DType.int16: ("INT16_MIN", "INT16_MAX"),
     DType.int32: ("INT32_MIN", "INT32_MAX"),
     DType.int64: ("INT64_MIN", "INT64_MAX"),
+    DType.uint16: ("0", "UINT16_MAX"),
+    DType.uint32: ("0", "UINT32_MAX"),
+    DType.uint64: ("0", "UINT64_MAX"),
 }
 
 

@@ -35,6 +35,9 @@ CTORS = {
     DType.int16: "np.int16",
     DType.int32: "np.int32",
     DType.int64: "np.int64",
+    DType.uint16: "np.uint16",
+    DType.uint32: "np.uint32",
+    DType.uint64: "np.uint64",
     DType.float32: "np.float32",
     DType.float64: "np.float64",
 }
@@ -46,6 +49,9 @@ SATURATION = {  # the float range each integer type saturates to (C target's mds
     DType.int16: (-32768.0, 32767.0),
     DType.int32: (-2147483648.0, 2147483647.0),
     DType.int64: (-9223372036854775808.0, 9223372036854774784.0),
+    DType.uint16: (0.0, 65535.0),
+    DType.uint32: (0.0, 4294967295.0),
+    DType.uint64: (0.0, 18446744073709549568.0),
 }
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/"}

@@ -1,6 +1,6 @@
 /*
  * The tiling rule of mdsl's AscendC kernels (the same arithmetic as the compile-time
- * planner, mdsl.codegen.ascendc.tiling.plan_rows), run on the host with the device's
+ * planner, mdsl.targets.ascendc.tiling.plan_rows), run on the host with the device's
  * Unified Buffer size and core count.
  */
 #ifndef MDSL_TILING_H

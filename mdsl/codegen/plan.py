@@ -282,7 +282,7 @@ def _check_bound(g: Graph, control_flow: bool) -> None:
     known = {s for t in g.inputs.values() for s in free_symbols(tuple(t.shape))}
     for sub in all_graphs(g) if control_flow else [g]:
         known |= {s for n in sub if is_control_flow(n) for s in n.attrs.get("dynamic") or ()}
-        known |= {s for n in sub if not is_control_flow(n) for s in _bounded_symbols(n)}
+        known |= {s for n in sub for s in _bounded_symbols(n)}
     for sub in all_graphs(g) if control_flow else [g]:
         for node in sub:
             for t in node.outputs:
@@ -527,7 +527,7 @@ class _PlanBuilder:
     def _lower_data_dependent(self, node: Node) -> kir.Callback:
         """A node whose output sizes its input values decide runs as a callback: its
         outputs' buffers are sized with each symbol at its bound, and the callback writes
-        the symbols' actual values into the run's `dims` (`Plan.data_dependent`)."""
+        the symbols' actual values into the run's `dims` (`Plan.slots_bound_by`)."""
         for symbol, bound in dynamic_bounds(node).items():
             if bound is not None:
                 self.plan.bounds.append(DynamicBound(symbol, 0, None, (bound,)))

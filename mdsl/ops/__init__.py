@@ -138,5 +138,6 @@ from mdsl.ops.transfer import (
     recv,
     send,
 )
+from mdsl.ops.value_dims import dynamic_slice, value_dims
 
 _device_kwarg.add_device_keyword(globals())

@@ -447,6 +447,7 @@ class _Value:
     producer: OnnxNode | None = None  # computes it at compile time, imported on demand
     constant_node: OnnxNode | None = None  # the Constant node, for its Const's name
     evaluated: bool = False
+    sequence: list[Tensor] | None = None  # a sequence's tensors (mdsl.frontends.onnx_sequences)
 
 
 @dataclass
@@ -560,6 +561,11 @@ class _Importer:
         v = self._entry(name)
         if v.tensor is not None:
             return v.tensor
+        if v.sequence is not None:
+            raise GraphError(
+                f"value {name!r} is a sequence; mdsl holds sequences only while importing "
+                "(their tensors), so a graph input or output, or a Loop value, cannot be one"
+            )
         if v.producer is not None and not self._has_rule(v.producer):
             # an op mdsl lacks, over import-time values: its evaluated value is the tensor
             if self.value(name) is None:
@@ -782,6 +788,20 @@ class _Importer:
             return [self.tensor(out.name) for out in graph_proto.output]
         finally:
             self.values, self._imported, self._scope_base = saved
+
+    def sequence_value(self, tensors: list[Tensor]) -> _Value:
+        """A rule's result that is a sequence of `tensors` (import-time only)."""
+        return _Value(sequence=list(tensors))
+
+    def constant_value(self, array: np.ndarray) -> _Value:
+        """A rule's result known at import time (it becomes a Const where a tensor is needed)."""
+        return _Value(const=array)
+
+    def sequence_of(self, name: str) -> list[Tensor]:
+        v = self._entry(name)
+        if v.sequence is None:
+            raise GraphError(f"value {name!r} is not a sequence")
+        return v.sequence
 
     def bound_slice_ends(self, shape: tuple, attrs: dict) -> None:
         """A static dim sliced to an input's symbol (`position_table[:S]`) means the

@@ -24,7 +24,7 @@ from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
 from mdsl.frontends.onnx_values import array_from_tensor_proto, attr_from_array
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import GraphError
+from mdsl.ir.errors import GraphError, ShapeError
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.registry import get_op
 from mdsl.ops.value_dims import value_dims
@@ -434,8 +434,40 @@ def if_(ctx, node) -> list:
     pred = ctx.input_tensor(node, 0)
     with ctx.control_flow_scope(node, "If") as name:
         then_fn, else_fn = (lambda b=b: tuple(ctx.import_subgraph(b, [])) for b in branches)
-        result = cond(pred, then_fn, else_fn, name=name)
+        try:
+            result = cond(pred, then_fn, else_fn, name=name)
+        except ShapeError:  # the branches' shapes differ: declare the dims that do
+            shapes = _branch_shapes(ctx, (then_fn, else_fn), name)
+            result = cond(pred, then_fn, else_fn, shapes=shapes, name=name)
     return list(result) if isinstance(result, tuple) else [result]
+
+
+def _branch_shapes(ctx, fns, name: str) -> list | None:
+    """`shapes=` for an If whose branches give results of different shapes: a new
+    symbol for each dim on which they differ (bound when the node runs), None where
+    they agree. Ranks must agree (mdsl's types have one rank)."""
+    from mdsl.builder.control_flow import result_types
+
+    found = [result_types(fn, [], f"{name}_probe{k}") for k, fn in enumerate(fns)]
+    shapes, differ = [], False
+    for i, (a, b) in enumerate(zip(*found)):
+        if a.shape == b.shape:
+            shapes.append(None)
+            continue
+        if a.rank != b.rank:
+            raise GraphError(
+                f"If output {i}: the branches give ranks {a.rank} and {b.rank}; mdsl's If "
+                "needs one rank per output"
+            )
+        differ = True
+        stem = _symbol_stem(name)
+        shapes.append(
+            tuple(
+                x if x == y else Dim(f"{stem}_out{i}_dim{axis}")
+                for axis, (x, y) in enumerate(zip(a.shape, b.shape))
+            )
+        )
+    return shapes if differ else None
 
 
 @rule("Loop")
@@ -749,4 +781,4 @@ def supported_op_types() -> set[str]:
     return set(MAPPINGS) | set(RULES) | {"Constant"}
 
 
-from mdsl.frontends import onnx_recurrent  # noqa: E402, F401  (registers its rules here)
+from mdsl.frontends import onnx_recurrent, onnx_sequences  # noqa: E402, F401  (register rules)

@@ -116,3 +116,138 @@ def test_a_run_time_size_that_is_negative_is_an_execution_error_naming_the_node(
     with pytest.raises(mdsl.ExecutionError, match="negative or too large") as e:
         run(**feeds)
     assert "Tile" in e.value.node
+
+
+def _scan_loop_model(trip_count: int | None):
+    """A Loop carrying y (y += x each iteration) that stacks y * 2 per iteration (a scan
+    output); trip count M an initializer, or a graph input when None."""
+    body = oh.make_graph(
+        [
+            oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+            oh.make_node("Add", ["y_in", "x"], ["y_out"]),
+            oh.make_node("Mul", ["y_out", "two"], ["scan_out"]),
+        ],
+        "body",
+        [
+            oh.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            oh.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+            oh.make_tensor_value_info("y_in", onnx.TensorProto.FLOAT, [2]),
+        ],
+        [
+            oh.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+            oh.make_tensor_value_info("y_out", onnx.TensorProto.FLOAT, [2]),
+            oh.make_tensor_value_info("scan_out", onnx.TensorProto.FLOAT, [2]),
+        ],
+    )
+    inits = [
+        onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        onnx.numpy_helper.from_array(np.array(True), "go"),
+    ]
+    inputs = [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])]
+    if trip_count is None:
+        inputs.append(oh.make_tensor_value_info("M", onnx.TensorProto.INT64, []))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(trip_count, np.int64), "M"))
+    inits.append(onnx.numpy_helper.from_array(np.zeros(2, np.float32), "y0"))
+    graph = oh.make_graph(
+        [oh.make_node("Loop", ["M", "go", "y0"], ["y", "rows"], body=body)],
+        "scan",
+        inputs,
+        [
+            oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2]),
+            oh.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, None),
+        ],
+        inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _ort(model, feeds):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip(["y", "rows"], session.run(None, feeds)))
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_loop_scan_outputs_stack_one_row_per_iteration_as_onnxruntime_does(backend):
+    model = _scan_loop_model(4)
+    g = mdsl.frontends.onnx.load(model)
+    x = np.array([1.0, -0.5], np.float32)
+    got = (
+        mdsl.interpret(g, {"x": x})
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)(x=x)
+    )
+    want = _ort(model, {"x": x})
+    assert got["rows"].shape == (4, 2)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-6)
+
+
+def test_a_loop_scan_with_a_run_time_trip_count_runs_on_the_interpreter():
+    model = _scan_loop_model(None)
+    g = mdsl.frontends.onnx.load(model)
+    x = np.array([1.0, 2.0], np.float32)
+    for m in (0, 1, 5):
+        feeds = {"x": x, "M": np.array(m, np.int64)}
+        got, want = mdsl.interpret(g, feeds), _ort(model, feeds)
+        assert got["rows"].shape == (m, 2)
+        np.testing.assert_allclose(got["rows"], want["rows"].reshape(m, 2), rtol=1e-6)
+    with pytest.raises(mdsl.CompileError, match="no declared max"):
+        mdsl.compile(g, backend="c")
+
+
+def _if_model():
+    """z = If(c, then: a 2x3 constant, else: x (N x 3)) squared: the branches' shapes differ."""
+    then = oh.make_graph(
+        [
+            oh.make_node(
+                "Constant",
+                [],
+                ["a"],
+                value=onnx.numpy_helper.from_array(np.full((2, 3), 1.5, np.float32)),
+            )
+        ],
+        "then",
+        [],
+        [oh.make_tensor_value_info("a", onnx.TensorProto.FLOAT, None)],
+    )
+    other = oh.make_graph(
+        [oh.make_node("Identity", ["x"], ["b"])],
+        "else",
+        [],
+        [oh.make_tensor_value_info("b", onnx.TensorProto.FLOAT, None)],
+    )
+    graph = oh.make_graph(
+        [
+            oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+            oh.make_node("Mul", ["y", "y"], ["z"]),
+        ],
+        "if_shapes",
+        [
+            oh.make_tensor_value_info("c", onnx.TensorProto.BOOL, []),
+            oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3]),
+        ],
+        [oh.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_if_branches_of_different_shapes_match_onnxruntime(backend):
+    model = _if_model()
+    g = mdsl.frontends.onnx.load(model)
+    assert not isinstance(g.outputs["z"].shape[0], int)
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for c, n in [(True, 5), (False, 5), (False, 1)]:
+        feeds = {"c": np.array(c), "x": np.arange(3 * n, dtype=np.float32).reshape(n, 3)}
+        (want,) = session.run(None, feeds)
+        np.testing.assert_array_equal(run(**feeds)["z"], want)

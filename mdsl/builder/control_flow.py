@@ -182,8 +182,10 @@ def result_types(fn: Callable, param_types: list[TensorType], path: str) -> list
     >>> import mdsl
     >>> with mdsl.Graph() as g:
     ...     x = g.input("x", (3,))
-    ...     [t.shape for t in result_types(lambda i: (x * 2.0, i), [TensorType((), "int64")], "probe")]
-    [(3,), ()]
+    ...     found = result_types(lambda i: (x * 2.0, i), [TensorType((), "int64")], "probe")
+    ...     g.output(x, "y")
+    >>> [t.shape for t in found], [n.op_type for n in g]
+    ([(3,), ()], ['Input', 'Output'])
     """
     g = building_graph("result_types")
     names = [f"arg{k}" for k in range(len(param_types))]

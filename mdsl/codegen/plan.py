@@ -60,7 +60,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
-from mdsl.ops.value_dims import value_symbols
+from mdsl.ops.runtime_sizes import value_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (

@@ -25,7 +25,7 @@ from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.naming import Namespace
 from mdsl.ops.control_flow import control_flow, subgraph_params, subgraph_results
-from mdsl.ops.value_dims import value_symbols
+from mdsl.ops.runtime_sizes import value_symbols
 
 DEFAULT_OPSET = 21
 # (mdsl op, attr) -> (first opset with the ONNX attribute, its ONNX default): before that

@@ -65,7 +65,7 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
 from mdsl.ops.apply import apply_op
 from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
-from mdsl.ops.value_dims import MAX_VALUE_DIMS
+from mdsl.ops.runtime_sizes import MAX_VALUE_DIMS
 
 
 def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
@@ -885,7 +885,7 @@ class _Importer:
         """The run-time value `name` as an array of symbolic dims, bound when a ValueDims
         node reads it (docs/dynamic-shapes.md); later readers of `name` see the same dims.
         Sizes: a non-integer value (OneHot's float depth) is cast to int64 first."""
-        from mdsl.ops.value_dims import value_dims
+        from mdsl.ops.runtime_sizes import value_dims
 
         tensor = self.tensor(name)
         if not tensor.type.is_static or tensor.type.numel > MAX_VALUE_DIMS:

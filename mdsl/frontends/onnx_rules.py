@@ -27,7 +27,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, ShapeError
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.registry import get_op
-from mdsl.ops.value_dims import value_dims
+from mdsl.ops.runtime_sizes import value_dims
 
 RULES: dict = {}
 # ONNX input positions each rule needs as compile-time values (the conformance runner

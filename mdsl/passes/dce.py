@@ -9,7 +9,7 @@ calling convention. Subgraphs are cleaned the same way, from their own Output no
 from __future__ import annotations
 
 from mdsl.ir.graph import INPUT, OUTPUT, Graph
-from mdsl.ops.value_dims import is_value_binder
+from mdsl.ops.runtime_sizes import is_value_binder
 from mdsl.passes.manager import PassResult, register
 
 

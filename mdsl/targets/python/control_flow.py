@@ -173,7 +173,7 @@ def run_data_dependent(node: Node, kernel, args: list, symbols: dict) -> list[np
 def bind_value_symbols(node: Node, array, symbols: dict) -> None:
     """Bind the symbols a ValueDims node reads off its input's values (checked to be
     valid sizes, and equal to what a compiled run bound before it started)."""
-    from mdsl.ops.value_dims import bound_values, value_symbols
+    from mdsl.ops.runtime_sizes import bound_values, value_symbols
 
     if not value_symbols(node):
         return

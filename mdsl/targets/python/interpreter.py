@@ -100,7 +100,7 @@ def bind_value_dims(g: Graph, env: Mapping[str, np.ndarray], symbols: Mapping[st
     """The symbols the ValueDims nodes of `g` bind, for feeds `env` (symbols: the feeds'):
     the nodes their values depend on run here, before a compiled run plans its memory
     (those are shape computations: a few small integer tensors)."""
-    from mdsl.ops.value_dims import is_value_binder
+    from mdsl.ops.runtime_sizes import is_value_binder
 
     binders = [n for n in g if is_value_binder(n)]
     needed = _ancestors(binders)

@@ -8,7 +8,7 @@ import pytest
 
 import mdsl
 from mdsl.ir import serialize
-from mdsl.ops.value_dims import value_dims
+from mdsl.ops.runtime_sizes import value_dims
 
 BACKENDS = ["python", "c", "numba"]
 

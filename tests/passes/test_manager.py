@@ -211,6 +211,7 @@ def test_optimize_pipeline_by_level():
     rewrites = [
         "fold_conv_bn",
         "fuse_matmul_add",
+        "conv3d_as_conv2d",
         "conv_transpose_as_matmul",
         "hoist_loop_invariants",
     ]

@@ -865,6 +865,18 @@ class _Importer:
         return traced if traced is not None else self.value_dims_of(name, node, what)
 
     def _traced_dims(self, name: str, reader: OnnxNode, depth: int) -> np.ndarray | None:
+        def root(value: str):
+            return self.value_dims_of(value, reader, value.rsplit("/", 1)[-1])
+
+        def keep(value: str, result: np.ndarray) -> None:
+            self._entry(value).const = result
+
+        return self._symbolic(name, root, keep, depth)
+
+    def _symbolic(self, name: str, root, keep, depth: int = 0) -> np.ndarray | None:
+        """The value of run-time integer tensor `name` as ints and Dims, computed through
+        the shape ops producing it from the values `root(value name)` gives for the
+        tensors those start from; `keep(value name, array)` is told every value found."""
         value = self.value(name)
         if value is not None:
             return value
@@ -875,17 +887,43 @@ class _Importer:
         if node is None or not has_symbolic_rule(node.op_type) or depth > 32:
             if not tensor.type.is_static or tensor.type.numel > MAX_VALUE_DIMS:
                 return None
-            return self.value_dims_of(name, reader, name.rsplit("/", 1)[-1])
-        args = [None if not i else self._traced_dims(i, reader, depth + 1) for i in node.inputs]
+            return root(name)
+        args = [None if not i else self._symbolic(i, root, keep, depth + 1) for i in node.inputs]
         if any(a is None for a, i in zip(args, node.inputs) if i):
             return None
         results = evaluate_node(node, args)
         if results is None:
             return None
-        for out, result in zip(node.outputs, results):
+        found = dict(zip(node.outputs, results))
+        for out, result in found.items():
             if out:
-                self._entry(out).const = result
-        return self._entry(name).const
+                keep(out, result)
+        return found.get(name)
+
+    def slice_lengths(self, starts: str, ends: str, steps) -> tuple[int, ...] | None:
+        """Per sliced axis, ends - starts when the shape ops computing them prove it a
+        constant >= 0 whatever the run-time values they start from are (`x[i:i + 1]`
+        in a loop body), else -1; None when no axis is known. Step-1 axes only."""
+        seen: dict[str, np.ndarray] = {}
+
+        def root(value: str):  # stand-ins for the run-time values, never bound
+            count = self._entry(value).tensor.type.numel
+            out = np.empty(count, dtype=object)
+            out[:] = [Dim(f"_{_identifier(value)}_{k}") for k in range(count)]
+            return out.reshape(self._entry(value).tensor.shape)
+
+        def keep(value: str, result: np.ndarray) -> None:
+            seen[value] = result
+
+        begin, end = (self._symbolic(n, root, keep) for n in (starts, ends))
+        if begin is None or end is None or begin.shape != end.shape or begin.ndim != 1:
+            return None
+        lengths = []
+        for k, (b, e) in enumerate(zip(begin.tolist(), end.tolist())):
+            step = 1 if steps is None else steps[k]
+            length = e - b
+            lengths.append(length if step == 1 and isinstance(length, int) and length >= 0 else -1)
+        return tuple(lengths) if any(n >= 0 for n in lengths) else None
 
     def value_dims_of(self, name: str, node: OnnxNode, what: str) -> np.ndarray:
         """The run-time value `name` as an array of symbolic dims, bound when a ValueDims
@@ -971,8 +1009,9 @@ def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
         bounds.append(
             t if t.dtype == DType.int64 else ctx.emit("Cast", [t], {"to": DType.int64})[0]
         )
+    lengths = ctx.slice_lengths(node.inputs[1], node.inputs[2], steps)
     with ctx.scope_of(node) as leaf:
-        attrs = {"axes": axes, "steps": steps}
+        attrs = {"axes": axes, "steps": steps, "lengths": lengths}
         return ctx.emit("DynamicSlice", [ctx.input_tensor(node, 0), *bounds], attrs, name=leaf)
 
 

@@ -703,9 +703,10 @@ def dropout(x: Operand, *, ratio: float = 0.5, seed: int | None = None, name: st
         y: tensor of bfloat16, float16, float32, float64
     """
 
-def dynamic_slice(x, starts, ends, axes=None, steps=None, *, name: str | None = None, device: str | None = None):
+def dynamic_slice(x, starts, ends, axes=None, steps=None, *, lengths=None, name: str | None = None, device: str | None = None):
     """`x[starts:ends:steps]` along `axes`, `starts` and `ends` int64 tensors read at run
-    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes.
+    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes,
+    except those `lengths` gives (-1: not given; the slice is checked when it runs).
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:

@@ -98,27 +98,33 @@ data_dependent(VALUE_DIMS, count=lambda v, **_: numel(v.shape), bounds=lambda v,
     attrs={
         "axes": Attr([int], default=None),
         "steps": Attr([int], default=None),
+        "lengths": Attr([int], default=None),
         DYNAMIC: Attr([str], default=()),
     },
     category="opaque",
 )
-def _dynamic_slice(x, starts, ends, *, axes, steps, dynamic):
+def _dynamic_slice(x, starts, ends, *, axes, steps, lengths, dynamic):
     """`x[starts:ends:steps]` along `axes` with `starts` and `ends` read at run time
     (ONNX Slice, its clamping and negative indices): each sliced axis gets a
-    data-dependent length, at most the axis' size."""
+    data-dependent length, at most the axis' size, unless `lengths` gives it (-1: not
+    given; a slice of another length is an ExecutionError when the node runs)."""
     count = _sliced_count(starts, ends, axes, steps)
     axes = tuple(range(count)) if axes is None else normalize_axes(axes, x.rank)
     check(len(set(axes)) == len(axes), f"axes {axes} repeat an axis")
     check(steps is None or all(s != 0 for s in steps), "slice steps must not be 0")
+    check(lengths is None or len(lengths) == count, f"lengths must have {count} entries")
     shape = list(x.shape)
-    for axis, symbol in zip(axes, dynamic):
-        shape[axis] = value_dim(symbol)
+    symbols = iter(dynamic)
+    for k, axis in enumerate(axes):
+        known = -1 if lengths is None else lengths[k]
+        shape[axis] = known if known >= 0 else value_dim(next(symbols))
     return TensorType(tuple(shape), x.dtype)
 
 
-def dynamic_slice(x, starts, ends, axes=None, steps=None, *, name: str | None = None):
+def dynamic_slice(x, starts, ends, axes=None, steps=None, *, lengths=None, name: str | None = None):
     """`x[starts:ends:steps]` along `axes`, `starts` and `ends` int64 tensors read at run
-    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes.
+    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes,
+    except those `lengths` gives (-1: not given; the slice is checked when it runs).
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:
@@ -129,7 +135,7 @@ def dynamic_slice(x, starts, ends, axes=None, steps=None, *, name: str | None = 
     ...                    "e": np.array([99])})["y"]
     array([2., 3., 4.], dtype=float32)
     """
-    return _dynamic_slice(x, starts, ends, axes=axes, steps=steps, name=name)
+    return _dynamic_slice(x, starts, ends, axes=axes, steps=steps, lengths=lengths, name=name)
 
 
 def _sliced_count(starts, ends, axes, steps) -> int:
@@ -152,14 +158,21 @@ def _dynamic_slice_ref(x, starts, ends, *, axes, steps, **_):
     return np.ascontiguousarray(x[tuple(index)])
 
 
-def _slice_bounds(x, starts, ends, *, axes, steps, **_):
+def _slice_bounds(x, starts, ends, *, axes, steps, lengths=None, **_):
     count = starts.shape[0]
     axes = range(count) if axes is None else normalize_axes(axes, x.rank)
     steps = [1] * count if steps is None else steps
-    return [x.shape[a] if abs(st) == 1 else -(-x.shape[a] // abs(st)) for a, st in zip(axes, steps)]
+    lengths = [-1] * count if lengths is None else lengths
+    return [
+        x.shape[a] if abs(st) == 1 else -(-x.shape[a] // abs(st))
+        for a, st, n in zip(axes, steps, lengths)
+        if n < 0
+    ]
+
+
+def _unknown_lengths(x, starts, ends, *, lengths=None, **_) -> int:
+    return starts.shape[0] if lengths is None else sum(1 for n in lengths if n < 0)
 
 
 register_op_impl("DynamicSlice", _dynamic_slice_ref)
-data_dependent(
-    "DynamicSlice", count=lambda x, starts, ends, **_: starts.shape[0], bounds=_slice_bounds
-)
+data_dependent("DynamicSlice", count=_unknown_lengths, bounds=_slice_bounds)

@@ -77,3 +77,21 @@ def test_dynamic_slice_follows_onnx_clamping_and_negative_indices(backend):
         feeds = {"x": x, "starts": np.array(s), "ends": np.array(e)}
         out = mdsl.interpret(g, feeds) if exe is None else exe(**feeds)
         np.testing.assert_array_equal(out["y"], x[s[0] : e[0], s[1] : e[1]] * 2.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dynamic_slice_of_a_known_length_is_checked_when_it_runs(backend):
+    with mdsl.Graph("window") as g:
+        x = g.input("x", (5,))
+        i = g.input("i", (1,), "int64")
+        y = mdsl.ops.dynamic_slice(x, i, i + 1, lengths=(1,))
+        g.output(y * 2.0, "y")
+    assert g.outputs["y"].shape == (1,)
+    x = np.arange(5, dtype=np.float32)
+    exe = None if backend == "python" else mdsl.compile(g, backend=backend)
+    feeds = {"x": x, "i": np.array([3])}
+    out = mdsl.interpret(g, feeds) if exe is None else exe(**feeds)
+    np.testing.assert_array_equal(out["y"], [6.0])
+    with pytest.raises(mdsl.ExecutionError, match="DynamicSlice"):
+        bad = {"x": x, "i": np.array([5])}  # x[5:6] is empty, not of length 1
+        mdsl.interpret(g, bad) if exe is None else exe(**bad)

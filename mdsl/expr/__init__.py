@@ -59,6 +59,10 @@ def _binary(op: str):
 exp, log, tanh, sigmoid, erf = map(_unary, ("exp", "log", "tanh", "sigmoid", "erf"))
 sqrt, rsqrt, abs, sign = map(_unary, ("sqrt", "rsqrt", "abs", "sign"))
 floor, ceil, round, sin, cos = map(_unary, ("floor", "ceil", "round", "sin", "cos"))
+asin, acos, atan = map(_unary, ("asin", "acos", "atan"))
+asinh, acosh, atanh = map(_unary, ("asinh", "acosh", "atanh"))
+bitand, bitor, bitxor, shl, shr = map(_binary, ("bitand", "bitor", "bitxor", "shl", "shr"))
+bitnot = _unary("bitnot")
 min, max, pow, mod, fmod = map(_binary, ("min", "max", "pow", "mod", "fmod"))
 lt, le, gt, ge, eq, ne = map(_binary, ("lt", "le", "gt", "ge", "eq", "ne"))
 logical_and, logical_or, logical_xor = map(_binary, ("and", "or", "xor"))
@@ -90,8 +94,18 @@ __all__ = [
     "Expr",
     "OpInfo",
     "abs",
+    "acos",
+    "acosh",
     "apply",
     "as_expr",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "bitand",
+    "bitnot",
+    "bitor",
+    "bitxor",
     "cast",
     "ceil",
     "const",
@@ -122,6 +136,8 @@ __all__ = [
     "rsqrt",
     "same",
     "select",
+    "shl",
+    "shr",
     "sigmoid",
     "sign",
     "sin",

@@ -46,7 +46,11 @@ def _infix(symbol, precedence, result="promote"):
 
 
 FLOAT_FUNCTIONS = ("exp", "log", "tanh", "sigmoid", "erf", "sqrt", "rsqrt", "sin", "cos")
-UNARY_FUNCTIONS = (*FLOAT_FUNCTIONS, "abs", "floor", "ceil", "round", "sign")
+FLOAT_FUNCTIONS += ("asin", "acos", "atan", "asinh", "acosh", "atanh")
+UNARY_FUNCTIONS = (*FLOAT_FUNCTIONS, "abs", "floor", "ceil", "round", "sign", "bitnot")
+# the bits of integers (`and`, `or`, `xor` and `not` are logic on bools); shl and shr
+# follow mdsl.expr.numpy_ops.shift_left / shift_right where C is undefined
+BIT_FUNCTIONS = ("bitand", "bitor", "bitxor", "shl", "shr")
 
 OPS: dict[str, OpInfo] = {
     "var": OpInfo(0),
@@ -64,7 +68,7 @@ OPS: dict[str, OpInfo] = {
     "or": _infix("|", 2, "bool"),
     **{op: _infix(s, 1, "bool") for op, s in [("lt", "<"), ("le", "<="), ("gt", ">")]},
     **{op: _infix(s, 1, "bool") for op, s in [("ge", ">="), ("eq", "=="), ("ne", "!=")]},
-    **{op: OpInfo(2) for op in ("min", "max", "fmod")},
+    **{op: OpInfo(2) for op in ("min", "max", "fmod", *BIT_FUNCTIONS)},
     **{op: OpInfo(1, result="float") for op in FLOAT_FUNCTIONS},
     **{op: OpInfo(1) for op in UNARY_FUNCTIONS if op not in FLOAT_FUNCTIONS},
     "select": OpInfo(3, result="select"),

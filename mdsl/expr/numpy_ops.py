@@ -87,6 +87,35 @@ def _erf(x):
     return erf64(arr).astype(dtype)
 
 
+def shift_left(x, y):
+    """x << y (ONNX BitShift LEFT) with one meaning where C is undefined: a shift by the
+    type's width or more, or by a negative count, gives 0.
+
+    >>> shift_left(np.array([1, 3, 255], np.uint8), np.array([1, 2, 8], np.uint8)).tolist()
+    [2, 12, 0]
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    bits = x.dtype.itemsize * 8
+    inside = (y >= 0) & (y < bits)
+    shifted = np.left_shift(x, np.where(inside, y, 0).astype(x.dtype))
+    return np.where(inside, shifted, 0).astype(x.dtype)
+
+
+def shift_right(x, y):
+    """x >> y (ONNX BitShift RIGHT), arithmetic for signed types; a shift by the type's
+    width or more (or a negative one) gives 0, or -1 for a negative signed x (its sign).
+
+    >>> shift_right(np.array([16, -16], np.int8), np.array([2, 9], np.int8)).tolist()
+    [4, -1]
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    bits = x.dtype.itemsize * 8
+    inside = (y >= 0) & (y < bits)
+    shifted = np.right_shift(x, np.where(inside, y, bits - 1).astype(x.dtype))
+    keeps_sign = x.dtype.kind == "i"  # x >> (bits - 1) is x's sign: 0 or -1
+    return (shifted if keeps_sign else np.where(inside, shifted, 0)).astype(x.dtype)
+
+
 def saturating_astype(value, dtype: np.dtype) -> np.ndarray:
     """`value` converted to `dtype`; a float becoming an integer saturates to the integer
     range (NaN becomes 0). C leaves that conversion undefined, so every target's renderer
@@ -142,7 +171,19 @@ NUMPY_OPS = {
     "round": np.rint,
     "sin": np.sin,
     "cos": np.cos,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
     "sign": np.sign,
+    "bitand": np.bitwise_and,
+    "bitor": np.bitwise_or,
+    "bitxor": np.bitwise_xor,
+    "bitnot": np.invert,
+    "shl": shift_left,
+    "shr": shift_right,
     "select": np.where,
     "cast": _cast,
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdsl.expr.numpy_ops import shift_left, shift_right
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.docgen import pointwise_doc
@@ -96,14 +97,7 @@ def bit_shift(x, y, *, direction):
 
 
 def _bit_shift_ref(x, y, *, direction):
-    bits = x.dtype.itemsize * 8
-    wide = np.broadcast_to(y, np.broadcast_shapes(x.shape, y.shape))
-    inside = (wide >= 0) & (wide < bits)
-    if direction == "LEFT":  # numpy leaves wide shifts undefined: take them out first
-        return np.where(inside, np.left_shift(x, np.where(inside, wide, 0).astype(x.dtype)), 0)
-    shifted = np.right_shift(x, np.where(inside, wide, bits - 1).astype(x.dtype))
-    keeps_sign = x.dtype.kind == "i"  # x >> (bits - 1) is x's sign: 0 or -1
-    return (shifted if keeps_sign else np.where(inside, shifted, 0)).astype(x.dtype)
+    return (shift_left if direction == "LEFT" else shift_right)(x, y)
 
 
 register_op_impl("BitShift", _bit_shift_ref)

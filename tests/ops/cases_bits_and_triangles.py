@@ -27,6 +27,31 @@ def _shift_loop(x, y, direction):
     return out
 
 
+def _signed_shift_loop(x, y, direction):
+    """BitShift of signed x in Python ints: a count outside [0, width) shifts everything
+    out (left: 0; right: the sign, -1 or 0); the result wraps to x's width."""
+    bits = x.dtype.itemsize * 8
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), x.dtype)
+    for i in np.ndindex(out.shape):
+        a, s = int(np.broadcast_to(x, out.shape)[i]), int(np.broadcast_to(y, out.shape)[i])
+        s = s if 0 <= s < bits else bits
+        value = (a << s) if direction == "LEFT" else (a >> s)
+        value %= 2**bits
+        out[i] = value - 2**bits if value >= 2 ** (bits - 1) else value
+    return out
+
+
+def _signed_shift(direction, dtype, y):
+    x = np.array([[-128, -7, -1, 0, 5, 127]] * 2, dtype) * (1 if dtype == "int8" else 1000)
+    return OpCase(
+        "BitShift",
+        lambda x, y: ops.bit_shift(x, y, direction=direction),
+        {"x": x, "y": np.array(y, dtype)},
+        numpy_ref=lambda x, y: _signed_shift_loop(x, y, direction),
+        id=f"{direction.lower()}-{dtype}",
+    )
+
+
 BITWISE = [
     OpCase("BitwiseAnd", ops.bitwise_and, {"a": A, "b": B}, torch.bitwise_and),
     OpCase("BitwiseOr", ops.bitwise_or, {"a": A, "b": B}, torch.bitwise_or),
@@ -61,6 +86,31 @@ BITWISE = [
         {"x": rand(2, 3, dtype="uint32", lo=0, hi=2**31), "y": np.array([1, 31, 32], np.uint32)},
         numpy_ref=lambda x, y: _shift_loop(x, y, "RIGHT"),
         id="right-uint32",
+    ),
+    OpCase(
+        "BitShift",
+        lambda x, y: ops.bit_shift(x, y, direction="LEFT"),
+        {"x": np.array([1, 3, 2**63 + 5], np.uint64), "y": np.array([63, 64, 1], np.uint64)},
+        numpy_ref=lambda x, y: _shift_loop(x, y, "LEFT"),
+        id="left-uint64-wide",
+    ),
+    _signed_shift("LEFT", "int8", [0, 1, 7, 8, -1, 3]),
+    _signed_shift("RIGHT", "int8", [0, 1, 7, 8, -1, 3]),
+    _signed_shift("LEFT", "int64", [0, 1, 63, 64, -1, 50]),
+    _signed_shift("RIGHT", "int32", [0, 1, 31, 32, -1, 9]),
+    OpCase(
+        "BitwiseNot",
+        ops.bitwise_not,
+        {"x": np.array([0, 1, 254, 255], np.uint8)},
+        numpy_ref=lambda x: np.array([255, 254, 1, 0], np.uint8),
+        id="uint8",
+    ),
+    OpCase(
+        "BitwiseXor",
+        ops.bitwise_xor,
+        {"a": np.array([-1, 2**62], np.int64), "b": np.array([2**40, -(2**62)], np.int64)},
+        numpy_ref=lambda a, b: np.array([~(2**40), -(2**63)], np.int64),
+        id="int64",
     ),
     OpCase(
         "BitShift",

@@ -130,8 +130,7 @@ CALLBACK_OPS = {
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK", "Resize"),
     # added for ONNX conformance (issue 17), no generated form yet
-    *("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitCast", "BitShift"),
-    *("BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Compress", "CumProd"),
+    *("BitCast", "Compress", "CumProd"),
     *("EyeLike", "ReverseSequence", "Trilu", "Unique"),
 }
 

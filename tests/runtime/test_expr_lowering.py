@@ -21,17 +21,14 @@ ATTR_CASES = {
     "LeakyRelu": [{}, {"alpha": 0.3}],
     "HardSigmoid": [{}, {"alpha": 1 / 6, "beta": 0.5}],
     "Elu": [{}, {"alpha": 2.0}],
+    "BitShift": [{"direction": "LEFT"}, {"direction": "RIGHT"}],
 }
 # inputs (by index) kept > 0
 POSITIVE = {"Log": {0}, "Sqrt": {0}, "Rsqrt": {0}, "Pow": {0}, "BatchNormalization": {4}}
 POSITIVE |= {"QuantizeLinear": {1}, "DequantizeLinear": {1}}
 AWAY_FROM_ZERO = {"Div", "Mod", "Reciprocal"}  # last input kept away from 0
 BOUNDS = {"Clip": [(), ()]}  # shapes of the inputs after the first
-# pointwise ops with no expression form yet: compiled backends call their references
-NOT_LOWERED = {
-    *("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh"),
-    *("BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor"),
-}
+NOT_LOWERED = set()  # pointwise ops with no expression form (none so far)
 
 
 def _ops_with_both_bindings() -> list[str]:

@@ -53,6 +53,12 @@ FLOAT_FUNCTIONS = {
     "erf": CFunction("erf", libmvec=True, float32="mdsl_erf_f32"),
     "sin": CFunction("sin", libmvec=True),
     "cos": CFunction("cos", libmvec=True),
+    "asin": CFunction("asin"),
+    "acos": CFunction("acos"),
+    "atan": CFunction("atan"),
+    "asinh": CFunction("asinh"),
+    "acosh": CFunction("acosh"),
+    "atanh": CFunction("atanh"),
     "floor": CFunction("floor"),
     "ceil": CFunction("ceil"),
     "abs": CFunction("fabs"),
@@ -73,6 +79,7 @@ _INFIX = {
     "ne": "!=",
 }
 _LOGIC = {"and": "&&", "or": "||", "xor": "!="}
+_BITS = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 # int and wider: arithmetic in the unsigned type wraps where signed overflow is undefined
 # (narrower types are promoted to int by C, which cannot overflow for them, except a
 # product of two uint16 values, which can)
@@ -131,6 +138,8 @@ class CExprRenderer:
             return f"((_Bool)({a}) {_LOGIC[op]} (_Bool)({b}))"
         if op == "not":
             return f"(!({self._text(e.args[0], DType.bool_)}))"
+        if op in _BITS or op in ("bitnot", "shl", "shr"):
+            return self._bits(op, e.args, want)
         if op == "neg":
             text, t = self._render(e.args[0], want)
             if t in WRAPPING:
@@ -171,6 +180,25 @@ class CExprRenderer:
         if op in ("add", "sub", "mul") and t in WRAPPING:
             return _wrapped(t, f"({WRAPPING[t]})({a}) {_INFIX[op]} ({WRAPPING[t]})({b})")
         return f"({a} {_INFIX[op]} {b})"
+
+    def _bits(self, op, args, want) -> str:
+        """Integer bit operations, converted back to the operands' type (C promotes
+        narrow ones to int); shifts by the type's width or more, or by a negative count,
+        are undefined in C: they give numpy_ops.shift_left / shift_right's results."""
+        t = self.types.operands(args, want)
+        c_type, texts = C_TYPES[t], [self._text(a, t) for a in args]
+        if op == "bitnot":
+            return f"(({c_type})~({texts[0]}))"
+        if op in _BITS:
+            return f"(({c_type})(({texts[0]}) {_BITS[op]} ({texts[1]})))"
+        x, y, bits = texts[0], texts[1], t.itemsize * 8
+        inside = f"(({y}) >= 0 && ({y}) < {bits})"
+        if op == "shl":  # in the unsigned type: shifting into the sign bit is undefined
+            unsigned = f"u{c_type}" if not t.is_unsigned else c_type
+            return f"({inside} ? ({c_type})(({unsigned})({x}) << ({y})) : ({c_type})0)"
+        if t.is_unsigned:
+            return f"({inside} ? ({c_type})(({x}) >> ({y})) : ({c_type})0)"
+        return f"(({c_type})(({x}) >> ({inside} ? ({y}) : {bits - 1})))"
 
     def _call(self, op, args, want) -> str:
         t = self.types.operands(args, want)

@@ -65,12 +65,19 @@ _FLOAT_FUNCS = {
     "erf": "math.erf",
     "sin": "np.sin",
     "cos": "np.cos",
+    "asin": "np.arcsin",
+    "acos": "np.arccos",
+    "atan": "np.arctan",
+    "asinh": "np.arcsinh",
+    "acosh": "np.arccosh",
+    "atanh": "np.arctanh",
     "floor": "np.floor",
     "ceil": "np.ceil",
     "round": "np.rint",
     "abs": "np.abs",
 }
 _INT_IDENTITY = ("floor", "ceil", "round")
+_BITS = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 _FLOAT_BINARY = {"min": "np.minimum", "max": "np.maximum", "pow": "np.power"}
 _FLOAT_BINARY |= {"fmod": "np.fmod", "mod": "np.mod"}
 _INT_BINARY = {"min": "np.minimum", "max": "np.maximum", "pow": "rt.ipow"}
@@ -172,7 +179,25 @@ class NumbaExprRenderer:
             return _narrowed(f"rt.idiv({a}, {b})", t), t
         return _narrowed(f"({a} {_INFIX[op]} {b})", t), t
 
+    def _bits(self, op: str, args, want):
+        """Integer bit operations; shifts out of range as numpy_ops.shift_left / right."""
+        t = self.types.operands(args, want)
+        texts = [self._as(a, t) for a in args]
+        if op == "bitnot":
+            return _narrowed(f"(~{texts[0]})", t), t
+        if op in _BITS:
+            return _narrowed(f"({texts[0]} {_BITS[op]} {texts[1]})", t), t
+        x, y, bits = texts[0], texts[1], t.itemsize * 8
+        inside = f"(0 <= {y} < {bits})"
+        if op == "shl":
+            return _narrowed(f"(({x} << {y}) if {inside} else 0)", t), t
+        if t.is_unsigned:
+            return _narrowed(f"(({x} >> {y}) if {inside} else 0)", t), t
+        return _narrowed(f"({x} >> ({y} if {inside} else {bits - 1}))", t), t
+
     def _call(self, op: str, args, want):
+        if op in _BITS or op in ("bitnot", "shl", "shr"):
+            return self._bits(op, args, want)
         t = self.types.operands(args, want)
         if len(args) == 2:
             a, b = (self._as(x, t) for x in args)

@@ -213,6 +213,7 @@ def test_optimize_pipeline_by_level():
         "fuse_matmul_add",
         "conv3d_as_conv2d",
         "conv_transpose_as_conv",
+        "group_norm_as_instance_norm",
         "hoist_loop_invariants",
     ]
     assert level2[:2] == [(cleanup, True), (rewrites + cleanup, True)]

@@ -109,6 +109,7 @@ _TABLE = [
     *_same("EyeLike", "ReverseSequence", since=10),
     *_same("Compress", since=9),
     *_same("Unique", since=11),
+    *_same("GridSample", since=16),
     OpMapping("BitCast", "BitCast", since=26),
     OpMapping("Trilu", "Trilu", (AttrInput("k", 1, 14, "int64"),), since=14),
     OpMapping("SpaceToDepth", "SpaceToDepth", ignored=(("mode", "DCR"),)),

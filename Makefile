@@ -6,7 +6,7 @@ STAMP_RUN  := $(VENV)/.stamp-run
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_BENCH := $(VENV)/.stamp-bench
 
-.PHONY: demo test bench lint docs format clean venv graphviz chromium
+.PHONY: demo test bench lint docs format stubs clean venv graphviz chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ lint: $(STAMP_TEST)
 # The API reference from the docstrings (Sphinx autodoc), warnings as errors: build/docs/
 docs: $(STAMP_TEST)
 	$(PY) -m sphinx -b html -W --keep-going -q -d build/docs-doctrees docs/api build/docs
+
+# the op builders' static signatures (mdsl/ops/__init__.pyi), after adding or changing an op
+stubs: $(STAMP_TEST)
+	$(PY) -m mdsl.tools.op_stubs
 
 format: $(STAMP_TEST)
 	$(VENV)/bin/ruff check --fix .

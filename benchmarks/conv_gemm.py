@@ -130,6 +130,24 @@ def attention(batch=1, heads=12, seq=128, dh=64):
     return _finish(g, y, shape), {n: _feed(*shape) for n in "qkv"}
 
 
+def softmax(shape=(64, 12, 128, 128)):
+    """W3: softmax over the last axis; the 48 MiB output is larger than glibc's mmap
+    threshold, so a fresh output array faults its pages in on every call."""
+    model = onnx_graphs.softmax(shape)
+    return model, {"x": _feed(*shape)}
+
+
+def pointwise(n=4 << 20):
+    """W1: gelu(x * 1.1 + 0.1) * sigmoid(x) + x, exact erf GELU."""
+    return onnx_graphs.pointwise_chain(n, 1.1, 0.1), {"x": 2.0 * _feed(n)}
+
+
+def layer_norm(rows=4096, d=768):
+    """W2: layer norm over the last axis."""
+    model = onnx_graphs.layer_norm((rows, d), _w(d, scale=1.0) + 1.0, _w(d, scale=1.0), 1e-5)
+    return model, {"x": _feed(rows, d)}
+
+
 def _feed(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -144,6 +162,9 @@ CASES = {
     "mlp": mlp,
     "bmm-m1": batched_m1,
     "attn": attention,
+    "softmax": softmax,
+    "layernorm": layer_norm,
+    "pointwise": pointwise,
 }
 
 

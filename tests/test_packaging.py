@@ -62,6 +62,7 @@ def test_the_wheel_holds_templates_types_and_metadata(wheel):
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "mdsl/py.typed" in names
+    assert "mdsl/ops/__init__.pyi" in names  # the op builders' static signatures
     assert any(n.startswith("mdsl/_templates/c/") for n in names)
     assert "License-Expression: Apache-2.0" in meta
     extras = set(re.findall(r"^Provides-Extra: (\S+)", meta, re.M))

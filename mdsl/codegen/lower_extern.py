@@ -243,15 +243,18 @@ def _static_but_batch(*tensors: Tensor) -> None:
 
 
 def lower_pool(ctx: Context, node: Node) -> kir.Pool:
-    """2-D pooling, and 1-D pooling as 2-D over rows of height 1 (the same NCL memory)."""
+    """2-D and 3-D pooling, and 1-D pooling as 2-D over rows of height 1 (the same NCL
+    memory)."""
     x, out = node.inputs[0], node.outputs[0]
-    if len(x.shape) not in (3, 4) or x.dtype != DType.float32 or x.type.storage_format is not None:
-        raise Unsupported("only 1-D and 2-D float32 pooling is generated")
+    if len(x.shape) not in (3, 4, 5) or x.dtype != DType.float32:
+        raise Unsupported("only 1-D to 3-D float32 pooling is generated")
+    if x.type.storage_format is not None:
+        raise Unsupported("stored layouts")
     _static_but_batch(x, out)
     attrs = node.attrs
     window = window_of(attrs)
     pad = concrete_padding(window, tuple(x.shape[2:]))
-    flat = 4 - len(x.shape)  # leading unit axes that make a 1-D window 2-D
+    flat = max(0, 4 - len(x.shape))  # leading unit axes that make a 1-D window 2-D
     return kir.Pool(
         kernel_name(ctx, [node]),
         [node_ref(node)],

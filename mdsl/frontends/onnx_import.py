@@ -45,7 +45,11 @@ from mdsl.frontends.onnx_ops import (
     dtype_from_onnx,
     onnx_type_name,
 )
-from mdsl.frontends.onnx_scopes import has_scoped_names, inferred_layers
+from mdsl.frontends.onnx_scopes import (
+    has_scoped_names,
+    inferred_layers,
+    scope_metadata_layers,
+)
 from mdsl.frontends.onnx_values import (
     EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
@@ -160,11 +164,13 @@ def load_external_data(proto, path: str) -> None:
 
 
 def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
-    """Give `nodes` layers from weight names when no node name has a scope; returns the
-    weights' layers (value name -> layer path)."""
-    if has_scoped_names(graph_proto):
-        return {}
-    layers = inferred_layers(graph_proto)
+    """Give `nodes` layers from the torch exporter's scope metadata, else from weight names
+    when no node name has a scope; returns the weights' layers (value name -> layer path)."""
+    layers = scope_metadata_layers(graph_proto)
+    if layers is None:
+        if has_scoped_names(graph_proto):
+            return {}
+        layers = inferred_layers(graph_proto)
     for node, layer in zip(nodes, layers.nodes):
         node.layer = layer  # "" when nothing tells: the top level
     return layers.weights

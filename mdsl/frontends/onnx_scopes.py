@@ -1,7 +1,8 @@
 """Layer paths for ONNX graphs whose node names carry no scope.
 
 Exporters that keep module scopes in node names (`/encoder/layer.0/attention/MatMul`) give
-layers directly. Others name nodes `n14` or nothing (Caffe2's ResNet-50 in ONNX's model
+layers directly. PyTorch's newer exporter (`dynamo=True`) names nodes `node_linear_3` but
+records each node's module scopes in its metadata (`scope_metadata_layers`). Others name nodes `n14` or nothing (Caffe2's ResNet-50 in ONNX's model
 zoo), but their weights still say where a node belongs: `gpu_0/res2_0_branch2a_w_0` is the
 weight of layer `res2/0/branch2a` (stage res2, block 0, branch 2a). `inferred_layers(graph_proto)` gives such nodes, and
 the weights, a layer: the one read from the weights a node takes (their role suffix such as `_w_0`,
@@ -29,6 +30,7 @@ residual Add) goes into the block holding the deepest of them.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -57,6 +59,79 @@ ROLE_PARTS = frozenset(
 )
 _DEVICE_SCOPE = re.compile(r"^(gpu|cpu|cuda|npu|device)_?\d*$", re.IGNORECASE)
 _NUMBER = re.compile(r"^\d+$")
+
+
+# torch.onnx.export(dynamo=True) records each node's module scopes here: a list of dotted
+# module paths, outermost first, starting with the root module ('') and ending with the
+# node's own name: ['', 'encoder', 'encoder.layer.0', 'encoder.layer.0.attention', 'linear']
+TORCH_NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+
+
+def scope_metadata_layers(graph_proto) -> InferredLayers | None:
+    """Layers from the torch exporter's name-scope metadata (None: no node has it). A module
+    path `encoder.layer.0.attention` becomes the layer `encoder/layer.0/attention` (the
+    levels TorchScript-exported node names have); a weight goes to the module it belongs
+    to (`encoder.layer.0.attention.query.weight`), else the top level.
+
+    >>> from onnx import helper
+    >>> node = helper.make_node("Relu", ["x"], ["y"], name="node_relu")
+    >>> helper.set_metadata_props(node, {TORCH_NAME_SCOPES: "['', 'block', 'block.act', 'relu']"})
+    >>> g = helper.make_graph([node], "g", [], [])
+    >>> scope_metadata_layers(g).nodes
+    ['block/act']
+    """
+    scopes = [_metadata(node).get(TORCH_NAME_SCOPES) for node in graph_proto.node]
+    if not any(scopes):
+        return None
+    found = InferredLayers()
+    modules: dict[str, str] = {}  # dotted module path -> layer path
+    layer_of_value: dict[str, str] = {}
+    for node, text in zip(graph_proto.node, scopes):
+        paths = [p for p in _literal_list(text)[:-1] if p]  # the node's own name is last
+        if text:
+            layer = "/".join(_levels(paths))
+        else:  # a node the exporter's optimizer made: where its inputs are
+            layer = _join([layer_of_value[i] for i in node.input if i in layer_of_value])
+        found.nodes.append(layer)
+        layer_of_value.update(dict.fromkeys(node.output, layer))
+        if paths:
+            modules.setdefault(paths[-1], layer)
+    for init in graph_proto.initializer:
+        owner = init.name.rpartition(".")[0]
+        if owner in modules:
+            found.weights[init.name] = modules[owner]
+    return found
+
+
+def _metadata(node) -> dict[str, str]:
+    return {p.key: p.value for p in node.metadata_props}
+
+
+def _literal_list(text: str | None) -> list[str]:
+    """`"['', 'block', 'block.lin']"` -> its strings; [] for anything else."""
+    if not text:
+        return []
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        return []
+    return list(value)
+
+
+def _levels(paths: list[str]) -> list[str]:
+    """Nested module paths -> one level each: each path minus its parent's prefix."""
+    levels, parent = [], ""
+    for path in paths:
+        level = path[len(parent) + 1 :] if parent and path.startswith(parent + ".") else path
+        levels.append(_printable_level(level))
+        parent = path
+    return levels
+
+
+def _printable_level(level: str) -> str:
+    return re.sub(r"[^\w.\-]", "_", level)[:64] or "_"
 
 
 def has_scoped_names(graph_proto) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
@@ -43,7 +44,7 @@ def _concat(*inputs, axis):
     return TensorType(tuple(shape), first.dtype)
 
 
-def concat(inputs, axis: int, *, name: str | None = None):
+def concat(inputs, axis: int, *, name: str | None = None) -> Tensor:
     """Concatenate a list of tensors along `axis` (ONNX Concat); symbolic dims add up.
 
     >>> import mdsl
@@ -103,7 +104,9 @@ def split_sizes(dim, split, num_outputs) -> list:
     return [chunk] * (num_outputs - 1) + [last]
 
 
-def split(x, split=None, *, axis: int = 0, num_outputs: int | None = None, name=None):
+def split(
+    x, split=None, *, axis: int = 0, num_outputs: int | None = None, name=None
+) -> tuple[Tensor, ...]:
     """Split `x` along `axis` into pieces of the sizes in `split` (or into `num_outputs`
     near-equal pieces); returns a tuple of tensors (ONNX Split).
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
@@ -116,7 +117,7 @@ def _bind_labels(labels, t: TensorType, index: int, sizes: dict, equation: str) 
     return batch
 
 
-def einsum(equation: str, *operands, name: str | None = None):
+def einsum(equation: str, *operands, name: str | None = None) -> Tensor:
     """Einstein summation as numpy.einsum / torch.einsum spell it (ONNX Einsum).
 
     >>> import mdsl

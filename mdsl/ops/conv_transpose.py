@@ -16,6 +16,7 @@ import itertools
 import numpy as np
 
 from mdsl.ir.dim import Dim
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
@@ -144,7 +145,7 @@ def conv_transpose(
     output_shape=(),
     auto_pad: str = "NOTSET",
     name=None,
-):
+) -> Tensor:
     """Transposed convolution of x (N, C, D...) with w (C, M/group, k...) (ONNX
     ConvTranspose; torch's conv_transpose1d/2d/3d with `pads=padding` on both sides).
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -38,7 +39,7 @@ def _constant_of_shape(*, shape, value):
     return TensorType(tuple(shape), dtype)
 
 
-def constant_of_shape(shape, value=0.0, *, dtype=None, name: str | None = None):
+def constant_of_shape(shape, value=0.0, *, dtype=None, name: str | None = None) -> Tensor:
     """A tensor of static `shape` filled with `value` (ONNX ConstantOfShape). The dtype is
     `dtype`, else that of `value` (a Python float gives float32, an int int64).
 
@@ -122,7 +123,7 @@ def _never_negative(span) -> bool:
     return isinstance(rest, Dim) and rest.name is not None and rest.min + constant >= 0
 
 
-def range(start, limit, delta=1, *, dtype=None, name: str | None = None):
+def range(start, limit, delta=1, *, dtype=None, name: str | None = None) -> Tensor:
     """A 1-D tensor start, start + delta, ... < limit (ONNX Range; numpy.arange). The
     dtype is `dtype`, else int64 when start, limit and delta are all ints, else float32.
 
@@ -161,7 +162,7 @@ def _eye_like(x, *, dtype, k):
     return TensorType(x.shape, dtype or x.dtype)
 
 
-def eye_like(x, *, dtype=None, k: int = 0, name=None):
+def eye_like(x, *, dtype=None, k: int = 0, name=None) -> Tensor:
     """A 2-D tensor shaped like `x` with ones on diagonal `k` (> 0 above the main one)
     and zeros elsewhere (ONNX EyeLike; numpy.eye).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -43,7 +44,7 @@ _cumsum = _scan_infer("CumSum")
 _cumprod = _scan_infer("CumProd")
 
 
-def cumsum(x, axis: int, *, exclusive: bool = False, reverse: bool = False, name=None):
+def cumsum(x, axis: int, *, exclusive: bool = False, reverse: bool = False, name=None) -> Tensor:
     """Running sum of `x` along `axis` (ONNX CumSum; torch.cumsum / numpy.cumsum when
     `exclusive` and `reverse` are off).
 
@@ -58,7 +59,7 @@ def cumsum(x, axis: int, *, exclusive: bool = False, reverse: bool = False, name
     return _cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse, name=name)
 
 
-def cumprod(x, axis: int, *, exclusive: bool = False, reverse: bool = False, name=None):
+def cumprod(x, axis: int, *, exclusive: bool = False, reverse: bool = False, name=None) -> Tensor:
     """Running product of `x` along `axis` (ONNX CumProd; numpy.cumprod when `exclusive`
     and `reverse` are off). An exclusive product starts at 1.
 

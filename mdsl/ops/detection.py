@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from mdsl.ir.dtype import DType
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.dynamic import data_dependent, value_dim
@@ -35,7 +36,7 @@ def _nonzero(x, *, dynamic):
     return TensorType((max(x.rank, 1), value_dim(count)), DType.int64)
 
 
-def nonzero(x, *, name=None):
+def nonzero(x, *, name=None) -> Tensor:
     """Coordinates of the nonzero elements of `x` (ONNX NonZero, numpy.nonzero stacked).
 
     >>> import numpy as np, mdsl
@@ -102,7 +103,7 @@ def non_max_suppression(
     score_threshold: float | None = None,
     center_point_box: int = 0,
     name=None,
-):
+) -> Tensor:
     """Indices (batch, class, box) of the boxes greedy NMS keeps (ONNX
     NonMaxSuppression); boxes are (y1, x1, y2, x2) corners, or (x, y, w, h) centres with
     `center_point_box=1`.

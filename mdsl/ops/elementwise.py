@@ -302,7 +302,7 @@ def _where_node(condition, x, y):
     return TensorType(broadcast_shapes(condition.shape, x.shape, y.shape), x.dtype)
 
 
-def where(condition, x, y, *, name: str | None = None):
+def where(condition, x, y, *, name: str | None = None) -> Tensor:
     """`x` where `condition` holds, else `y`; all three broadcast (ONNX Where). A Python
     number for `x` or `y` becomes a constant of the other one's dtype.
 
@@ -379,7 +379,7 @@ _max_node = _variadic_pointwise("Max", "Elementwise maximum of its inputs (ONNX 
 _min_node = _variadic_pointwise("Min", "Elementwise minimum of its inputs (ONNX Min).")
 
 
-def maximum(*tensors, name: str | None = None):
+def maximum(*tensors, name: str | None = None) -> Tensor:
     """Elementwise maximum of one or more broadcasting tensors (ONNX Max; not the
     reduction, which is `reduce_max`). Python numbers become constants.
 
@@ -395,7 +395,7 @@ def maximum(*tensors, name: str | None = None):
     return _max_node(list(tensors), name=name)
 
 
-def minimum(*tensors, name: str | None = None):
+def minimum(*tensors, name: str | None = None) -> Tensor:
     """Elementwise minimum of one or more broadcasting tensors (ONNX Min; not the
     reduction, which is `reduce_min`). Python numbers become constants.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mdsl.ir.dtype import DType
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.dynamic import data_dependent, value_dim
@@ -41,7 +42,7 @@ def _compress(x, condition, *, axis, dynamic):
     return TensorType(tuple(shape), x.dtype)
 
 
-def compress(x, condition, *, axis: int | None = None, name=None):
+def compress(x, condition, *, axis: int | None = None, name=None) -> Tensor:
     """The slices of `x` along `axis` where the boolean `condition` holds (ONNX Compress;
     numpy.compress). Their number is known only at run time.
 
@@ -91,7 +92,7 @@ def _unique(x, *, axis, sorted, dynamic):
     return y, TensorType((u,), DType.int64), inverse, TensorType((u,), DType.int64)
 
 
-def unique(x, *, axis: int | None = None, sorted: bool = True, name=None):
+def unique(x, *, axis: int | None = None, sorted: bool = True, name=None) -> tuple[Tensor, ...]:
     """(values, first indices, inverse indices, counts) of the distinct elements of `x`
     (ONNX Unique; numpy.unique with every return_* set).
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import ExecutionError
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
@@ -184,7 +185,7 @@ def _one_hot(indices, values, *, depth, axis):
     return TensorType(shape, values.dtype)
 
 
-def one_hot(indices, depth: int, values=None, *, axis: int = -1, name: str | None = None):
+def one_hot(indices, depth: int, values=None, *, axis: int = -1, name: str | None = None) -> Tensor:
     """One-hot encode `indices` into a new axis of size `depth` (ONNX OneHot). `values`
     is (off, on) and sets the output dtype; by default float32 (0, 1).
 

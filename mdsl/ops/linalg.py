@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
@@ -58,7 +59,7 @@ def _trilu(x, *, upper, k):
     return TensorType(x.shape, x.dtype, x.format)
 
 
-def trilu(x, *, upper: bool = True, k: int = 0, name=None):
+def trilu(x, *, upper: bool = True, k: int = 0, name=None) -> Tensor:
     """Keep the elements on and above (`upper`) or on and below the k-th diagonal of the
     last two dims of `x` and zero the others (ONNX Trilu; numpy.triu / numpy.tril).
     `k` > 0 moves the diagonal up, < 0 down.

@@ -17,6 +17,7 @@ from mdsl.expr.numpy_ops import saturating_astype
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -348,7 +349,7 @@ def _expand(x, *, shape):
     return TensorType(out, x.dtype)
 
 
-def expand(x, shape, *, name: str | None = None):
+def expand(x, shape, *, name: str | None = None) -> Tensor:
     """Broadcast `x` to `shape` with numpy's rules (ONNX Expand: a 1 in `shape` keeps the
     input's dim, so the result may be larger than `shape`).
 
@@ -387,7 +388,7 @@ def _tile(x, *, repeats):
     return TensorType(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype, x.format)
 
 
-def tile(x, repeats, *, name: str | None = None):
+def tile(x, repeats, *, name: str | None = None) -> Tensor:
     """Repeat `x` along every axis (ONNX Tile; numpy.tile with one count per axis).
 
     `repeats` is an attribute, not ONNX's tensor input, so build-time shape inference sees it.

@@ -18,6 +18,7 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import STORAGE, DType
 from mdsl.ir.errors import DTypeError, GraphError
 from mdsl.ir.format import Format
+from mdsl.ir.graph import Tensor
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
@@ -137,7 +138,7 @@ def conv(
     auto_pad: str = "NOTSET",
     kernel_shape=None,
     name: str | None = None,
-):
+) -> Tensor:
     """N-D convolution (ONNX Conv): x (N, C, D1, ...), w (M, C/group, k1, ...), optional
     bias b (M,). An int for strides/dilations applies to every spatial axis; pads may be an
     int, one value per axis (both sides) or ONNX's (begins..., ends...). auto_pad is
@@ -177,7 +178,7 @@ def conv2d(
     *,
     auto_pad: str = "NOTSET",
     name: str | None = None,
-):
+) -> Tensor:
     """2-D convolution (ONNX Conv) of x (N, C, H, W) with w (M, C/group, kH, kW) and
     optional bias b (M,). Ints expand to both spatial axes; `pads=1` pads every side by 1,
     `pads=(1, 2)` pads H by 1 and W by 2 on both sides, 4 values are ONNX's
@@ -310,7 +311,7 @@ def max_pool(
     *,
     auto_pad: str = "NOTSET",
     name: str | None = None,
-):
+) -> Tensor:
     """Max pooling over the spatial axes of x (N, C, D1, ...) (ONNX MaxPool). Ints expand
     to every spatial axis; strides default to 1 (ONNX), not to the kernel size. pads as in
     `conv`. With `ceil_mode` a last partial window counts unless it starts in the padding.
@@ -339,7 +340,7 @@ def average_pool(
     *,
     auto_pad: str = "NOTSET",
     name: str | None = None,
-):
+) -> Tensor:
     """Average pooling over the spatial axes of x (N, C, D1, ...) (ONNX AveragePool).
     Arguments as in `max_pool`; `count_include_pad` divides by the window size including
     explicit padding (never including a ceil_mode window's overhang past it).
@@ -735,7 +736,7 @@ def _gemm_ref(a, b, c=None, *, alpha, beta, transA, transB):
     return y.astype(a.dtype)
 
 
-def linear(x, weight, bias=None, *, name: str | None = None):
+def linear(x, weight, bias=None, *, name: str | None = None) -> Tensor:
     """x @ weight + bias over the last axis of x (any rank, leading dims may be symbolic).
     `weight` has shape (in, out) — transpose PyTorch's (out, in) weights. Records a MatMul
     and, with a bias, an Add (one graph pattern for every rank, which the fusion passes

@@ -11,6 +11,7 @@ import numpy as np
 
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import DTypeError
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -73,7 +74,9 @@ def _check_border_source(mode: str, axis: int, dim, begin: int, end: int) -> Non
         )
 
 
-def pad(x, pads, constant_value: float = 0.0, axes=None, *, mode: str = "constant", name=None):
+def pad(
+    x, pads, constant_value: float = 0.0, axes=None, *, mode: str = "constant", name=None
+) -> Tensor:
     """Pad `x` (ONNX Pad). `pads` lists all begins then all ends, ONNX order:
     [x1_begin, x2_begin, ..., x1_end, x2_end, ...]; modes "constant", "reflect", "edge",
     "wrap"; negative pads crop.

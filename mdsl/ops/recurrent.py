@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mdsl.expr.numpy_ops import sigmoid
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -150,7 +151,7 @@ def lstm(
     clip: float = 0.0,
     input_forget: bool = False,
     name=None,
-):
+) -> tuple[Tensor, ...]:
     """An LSTM over `x` (ONNX LSTM): returns (Y, Y_h, Y_c).
 
     >>> import numpy as np, mdsl
@@ -194,7 +195,7 @@ def gru(
     clip: float = 0.0,
     linear_before_reset: bool = False,
     name=None,
-):
+) -> tuple[Tensor, ...]:
     """A GRU over `x` (ONNX GRU): returns (Y, Y_h). PyTorch's nn.GRU is
     `linear_before_reset=True`.
 
@@ -237,7 +238,7 @@ def rnn(
     clip: float = 0.0,
     activation: str = "Tanh",
     name=None,
-):
+) -> tuple[Tensor, ...]:
     """An Elman RNN over `x` (ONNX RNN; `activation` Tanh, Relu or Sigmoid): (Y, Y_h).
 
     >>> import mdsl

@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from mdsl.ir.errors import DTypeError
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -101,7 +102,7 @@ def resize(
     exclude_outside: bool = False,
     axes=None,
     name: str | None = None,
-):
+) -> Tensor:
     """Resize `x` (ONNX Resize) by `scales` or to `sizes`, one value per axis in `axes`
     (all axes when None, so NCHW images take (1, 1, sh, sw)).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mdsl.ir.graph import Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
@@ -40,7 +41,9 @@ def _topk(x, *, k, axis, largest, sorted):
     return TensorType(shape, x.dtype), TensorType(shape, "int64")
 
 
-def topk(x, k: int, *, axis: int = -1, largest: bool = True, sorted: bool = True, name=None):
+def topk(
+    x, k: int, *, axis: int = -1, largest: bool = True, sorted: bool = True, name=None
+) -> tuple[Tensor, ...]:
     """The `k` largest elements of `x` along `axis` and their int64 indices, in descending
     order (ascending with largest=False); ties keep the lower index first (ONNX TopK,
     torch.topk). With sorted=False the order is unspecified; this reference sorts anyway.

@@ -114,16 +114,20 @@ class PlanShapes:
         return layout
 
     # -- outputs --------------------------------------------------------------------------------
-    def new_outputs(self, layout: Layout, values: Mapping[str, int]) -> list[np.ndarray]:
+    def new_outputs(
+        self, layout: Layout, values: Mapping[str, int], allocate=None
+    ) -> list[np.ndarray]:
         """Arrays for the outputs: of their shape, or (a dim control flow decides) flat and
-        large enough for any size the dim can take."""
+        large enough for any size the dim can take. `allocate(i, shape, dtype)` makes
+        output i's array (default: `np.empty`; a backend's `OutputPool.array`)."""
+        allocate = allocate or (lambda _, shape, dtype: np.empty(shape, dtype))
         arrays = []
         for i, (t, dynamic) in enumerate(self._outputs):
             if dynamic:  # the planner names output buffer i "out<i>"
-                arrays.append(np.empty(layout.sizes[f"out{i}"], t.dtype.np))
+                shape = (layout.sizes[f"out{i}"],)
             else:
                 shape = tuple(int(d.evaluate(values)) if isinstance(d, Dim) else d for d in t.shape)
-                arrays.append(np.empty(shape, t.dtype.np))
+            arrays.append(allocate(i, shape, t.dtype.np))
         return arrays
 
     def finish(self, arrays: list[np.ndarray], dims: np.ndarray) -> list[np.ndarray]:

@@ -103,10 +103,7 @@ def _feeds(args, g: Graph) -> dict:
     if args.feeds:
         return load_feeds(args.feeds, g)
     if args.random:
-        symbols = parse_assignments(args.dim, "--dim")
-        bad = [k for k, v in symbols.items() if not isinstance(v, int) or v < 0]
-        if bad:
-            raise UsageError(f"--dim {bad[0]}: sizes are non-negative integers")
+        symbols = _dim_sizes(args)
         known = {s for t in g.inputs.values() for s in _free_symbols(t.shape)}
         unknown = sorted(set(symbols) - known)
         if unknown:
@@ -283,12 +280,19 @@ def _compare(args) -> int:
     return 0 if report.ok else EXIT_MISMATCH
 
 
+def _dim_sizes(args) -> dict[str, int]:
+    """The --dim assignments, each a non-negative integer."""
+    sizes: dict[str, int] = {}
+    for name, value in parse_assignments(args.dim, "--dim").items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise UsageError(f"--dim {name}: sizes are non-negative integers")
+        sizes[name] = value
+    return sizes
+
+
 def _symbol_sizes(args, g: Graph) -> dict[str, int]:
     """--dim sizes for every symbolic dim of `g`'s inputs (code is generated per size)."""
-    sizes = parse_assignments(args.dim, "--dim")
-    bad = [k for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 0]
-    if bad:
-        raise UsageError(f"--dim {bad[0]}: sizes are non-negative integers")
+    sizes = _dim_sizes(args)
     needed = sorted({s for t in g.inputs.values() for s in _free_symbols(t.shape)})
     missing = [s for s in needed if s not in sizes]
     if missing:

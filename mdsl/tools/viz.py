@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.format import Format
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
@@ -158,7 +160,7 @@ def _const_line(node: Node) -> str:
     ttype = node.outputs[0].type
     if ttype.rank == 0 or (ttype.is_static and ttype.numel == 1):
         value = node.attrs.get("value")
-        if hasattr(value, "reshape"):  # a materialized array (parameters stay deferred)
+        if isinstance(value, np.ndarray):  # a materialized array (parameters stay deferred)
             return f"{_leaf(node.name)} = {_scalar_text(value.reshape(-1)[0].item())}"
     return f"{_leaf(node.name)} {shape_text(ttype.shape)}"
 
@@ -394,7 +396,7 @@ class _DotWriter:
             style.update(shape="ellipse", fillcolor='"#dcefdc"')
         elif node.op_type == CONST:
             style.update(shape="note", fillcolor='"#f3f3f3"', fontsize="8")
-        elif self.group_sizes.get(node.fusion_group, 0) > 1:
+        elif node.fusion_group is not None and self.group_sizes.get(node.fusion_group, 0) > 1:
             style["fillcolor"] = quote(self._group_color(node.fusion_group))
         if node.device:
             style.update(color=quote(self._device_color(node.device)), penwidth="2")
@@ -491,8 +493,8 @@ class _DotWriter:
             "fillcolor": '"#e8ebf0"',
             "tooltip": quote(self._layer_tooltip(path) + f": {self._layer_size(path)} nodes"),
         }
-        if len(devices) == 1 and None not in devices:
-            device = devices.pop()
+        device = devices.pop() if len(devices) == 1 else None
+        if device is not None:
             attrs.update(color=quote(self._device_color(device)), penwidth="2")
             lines.append(f"@{device}")
         body = "<BR/>".join(html_text(line) for line in lines)
@@ -686,8 +688,14 @@ def to_dot(
     >>> collapsed.count("subgraph cluster_"), collapsed.count("shape=box3d")
     (0, 1)
     """
-    options = dict(show_constants=show_constants, rankdir=rankdir, links=links)
-    return dot_writer(g, collapse_depth, only_layer, **options).write()
+    return dot_writer(
+        g,
+        collapse_depth,
+        only_layer,
+        show_constants=show_constants,
+        rankdir=rankdir,
+        links=links,
+    ).write()
 
 
 def dot_writer(

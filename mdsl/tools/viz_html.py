@@ -269,19 +269,21 @@ def node_details(node: Node, kernel: str | None = None) -> dict:
     >>> d["op"], d["attrs"], d["inputs"]
     ('Transpose', ['perm=(1, 0)'], ['x: f32[2,3]'])
     """
-    details = {
+    attrs = attr_lines(node)
+    outputs = _typed(node.outputs)
+    details: dict[str, object] = {
         "name": node.name,
         "op": node.op_type,
         "layer": node.layer,
-        "attrs": attr_lines(node),
+        "attrs": attrs,
         "inputs": _typed(node.inputs),
-        "outputs": _typed(node.outputs),
+        "outputs": outputs,
         "group": node.fusion_group,
         "kernel": kernel,
         "device": node.device,
         "source": node.source,
     }
-    words = [node.name, node.op_type, node.layer + "/", *details["attrs"], *details["outputs"]]
+    words = [node.name, node.op_type, node.layer + "/", *attrs, *outputs]
     words += [node.fusion_group or "", kernel or "", node.device or ""]
     details["search"] = " ".join(words).lower()
     return details
@@ -296,7 +298,7 @@ def _json_script(element_id: str, data) -> str:
 def _packed_layout_engine() -> str:
     """The vendored Graphviz build, gzip-compressed and base64-encoded (about half its size)."""
     try:
-        raw = resources.files("mdsl.tools").joinpath("_vendor", LAYOUT_ENGINE).read_bytes()
+        raw = resources.files("mdsl.tools").joinpath("_vendor").joinpath(LAYOUT_ENGINE).read_bytes()
     except OSError as e:
         raise MdslError(f"the viewer's layout engine {LAYOUT_ENGINE} is missing: {e}") from None
     return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")

@@ -73,3 +73,48 @@ def test_cnn_exported_by_torch_optimizes_and_matches():
     with torch.no_grad():
         want = model(x).numpy()
     np.testing.assert_allclose(mdsl.interpret(g, {"x": x.numpy()})["y"], want, rtol=1e-4, atol=1e-5)
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = _Inner()
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.block(x))
+
+
+def test_the_newer_exporters_scope_metadata_gives_layers(tmp_path):
+    """`torch.onnx.export(dynamo=True)` names nodes `node_linear_1` and keeps module scopes
+    in node metadata: the layers come from there, weights with their modules."""
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+    torch.manual_seed(0)
+    model = _Outer().eval()
+    x = torch.randn(2, 4)
+    path = tmp_path / "nested.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=True, verbose=False)
+    g = mo.load(path)
+    layers = {n.name: n.layer for n in g.nodes if n.op_type not in ("Input", "Output")}
+    assert layers == {
+        "block/lin/block.lin.weight": "block/lin",
+        "block/lin/block.lin.bias": "block/lin",
+        "block/lin/Gemm": "block/lin",
+        "block/Relu": "block",
+        "head/head.weight": "head",
+        "head/head.bias": "head",
+        "head/Gemm": "head",
+    }
+    (out,) = mdsl.interpret(g, {"x": x.numpy()}).values()
+    np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)

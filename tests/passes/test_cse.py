@@ -70,6 +70,33 @@ def test_constants_merge_by_content_whatever_their_names():
     assert_preserves_results(g, g2)
 
 
+def test_only_constants_agreeing_on_a_sample_are_hashed_whole(monkeypatch):
+    """Weights of equal shapes (BERT's twelve layers) cost a sample each, not their bytes;
+    twins whose samples agree are told apart by their whole content."""
+    from mdsl.passes import cse as cse_module
+
+    n = cse_module.SAMPLE_VALUES * 8
+    rng = np.random.default_rng(0)
+    distinct = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    twin = distinct[0].copy()
+    near_twin = distinct[0].copy()
+    near_twin[1] += 1.0  # off the sampled positions (every 8th value)
+    hashed = []
+    whole = cse_module._content_digest
+    monkeypatch.setattr(cse_module, "_content_digest", lambda a: hashed.append(a) or whole(a))
+    with mdsl.Graph("g") as g:
+        x = g.input("x", (n,))
+        arrays = [*distinct, twin, near_twin]
+        total = x
+        for i, value in enumerate(arrays):
+            total = total + g.const(f"w{i}", value)
+        g.output(total, "y")
+    g2 = cse(g)
+    assert [n.name for n in g2 if n.op_type == "Const"] == ["w0", "w1", "w2", "w3", "w5"]
+    assert len(hashed) == 3  # w0, its twin w4 and near-twin w5; not w1..w3
+    assert_preserves_results(g, g2)
+
+
 def test_zero_and_one_parameters_merge_without_generating_values():
     with mdsl.Graph("g") as g:
         x = g.input("x", (4,))

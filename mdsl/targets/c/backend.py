@@ -23,6 +23,7 @@ from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c
+from mdsl.targets.output_pool import OutputPool
 from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
@@ -185,7 +186,10 @@ class CVariant:
                 a = np.ascontiguousarray(a)
                 env = {**env, name: a}  # keep the copy alive for the call
             in_ptrs[i] = _ptr(a)
-        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        pool = self._output_pool()
+        outputs = [
+            pool.array(i, shape, dtype) for i, (shape, dtype) in enumerate(self._output_specs)
+        ]
         for i, a in enumerate(outputs):
             out_ptrs[i] = _ptr(a)
         self._local.error = None
@@ -215,7 +219,7 @@ class CVariant:
             a = np.ascontiguousarray(env[name])
             keep.append(a)
             in_ptrs[i] = _ptr(a)
-        outputs = shapes.new_outputs(layout, values)
+        outputs = shapes.new_outputs(layout, values, self._output_pool().array)
         for i, a in enumerate(outputs):
             out_ptrs[i] = _ptr(a)
         dims = self._local.dims = shapes.new_dims(values, dims_state[0])
@@ -234,6 +238,14 @@ class CVariant:
         if status != 0 or self._local.error is not None:
             self._raise(status, dims)
         return dict(zip(self.plan.outputs, shapes.finish(outputs, dims)))
+
+    def _output_pool(self) -> OutputPool:
+        """The calling thread's pool of output memory (large outputs reuse the memory of
+        results the caller has dropped, instead of faulting in fresh pages)."""
+        pool = getattr(self._local, "pool", None)
+        if pool is None:
+            pool = self._local.pool = OutputPool()
+        return pool
 
     def _new_thread_state(self, arena_size: int | None = None):
         """Pointer tables and an arena owned by the calling thread (calls run concurrently);

@@ -844,44 +844,70 @@ def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
 
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
-    (h, w), (oh, ow) = k.in_spatial, k.out_spatial
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = k.kernel, k.strides, k.pads, k.dilations
+    """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1)."""
+    rank = len(k.in_spatial)
+    axes, taps = _POOL_AXES[-rank:], _POOL_TAPS[-rank:]
+    windows = list(zip(axes, taps, k.in_spatial, k.kernel, k.strides, k.pads, k.dilations))
     is_max = k.kind == "max"
     init = "-INFINITY" if is_max else "0.0f"
     update = "acc = mdsl_max_float(acc, v);" if is_max else "acc += v;"
     if is_max:
         result = "acc"
     elif k.count_include_pad:  # positions inside the padded input count, the overhang not
-        result = (
-            f"acc / (float)(mdsl_window_count(oy, {sh}, {dh}, {kh}, {h + 2 * ph}) * "
-            f"mdsl_window_count(ox, {sw}, {dw}, {kw}, {w + 2 * pw}))"
+        counts = " * ".join(
+            f"mdsl_window_count(o{a}, {s}, {d}, {kk}, {n + 2 * p})"
+            for a, _, n, kk, s, p, d in windows
         )
+        result = f"acc / (float)({counts})"
     else:
-        result = "acc / (float)((y1 - y0) * (x1 - x0))"
+        result = "acc / (float)(" + " * ".join(f"({a}1 - {a}0)" for a in axes) + ")"
+    *outer, (ax, tx, w, _, sw, pw, dw) = windows
+    row = ""  # where the taps along the last axis start, a Horner sum over the others
+    for a, t, n, _, s, p, d in outer:
+        row = f"{f'({row}) * {n} + ' if row else ''}o{a} * {s} - {p} + {t} * {d}"
+    row = f"({row}) * {w} + o{ax} * {sw} - {pw}"
+    out = "nc"
+    for a, n in zip(axes[:-1], k.out_spatial[:-1]):
+        out = f"({out} * {n} + o{a})"
+    out = f"{out} * {k.out_spatial[-1]} + o{ax}"
+    work = k.n * k.c * math.prod(k.out_spatial) * math.prod(k.kernel)
     lines = [
-        _parallel(k.n * k.c * oh * ow * kh * kw) or "/* small: one thread */",
+        _parallel(work) or "/* small: one thread */",
         f"for (int64_t nc = 0; nc < {render_dim(k.n * k.c)}; nc++) {{",
-        f"{INDENT}const float *x = {k.x} + nc * {h * w};",
-        f"{INDENT}for (int64_t oy = 0; oy < {oh}; oy++) {{",
-        f"{INDENT * 2}for (int64_t ox = 0; ox < {ow}; ox++) {{",
-        # window bounds are computed, not tested per element (see _conv_body)
-        f"{INDENT * 3}int64_t y0, y1, x0, x1;",
-        f"{INDENT * 3}mdsl_window(oy, {sh}, {ph}, {dh}, {kh}, {h}, &y0, &y1);",
-        f"{INDENT * 3}mdsl_window(ox, {sw}, {pw}, {dw}, {kw}, {w}, &x0, &x1);",
-        f"{INDENT * 3}float acc = {init};",
-        f"{INDENT * 3}for (int64_t ki = y0; ki < y1; ki++) {{",
-        f"{INDENT * 4}const float *xrow = x + (oy * {sh} - {ph} + ki * {dh}) * {w} + ox * {sw} - {pw};",
-        f"{INDENT * 4}for (int64_t kj = x0; kj < x1; kj++) {{",
-        f"{INDENT * 5}const float v = xrow[kj * {dw}];",
-        f"{INDENT * 5}{update}",
-        f"{INDENT * 4}}}",
-        f"{INDENT * 3}}}",
-        f"{INDENT * 3}{k.out}[(nc * {oh} + oy) * {ow} + ox] = {result};",
-        f"{INDENT * 2}}}",
-        f"{INDENT}}}",
-        "}",
+        f"{INDENT}const float *x = {k.x} + nc * {math.prod(k.in_spatial)};",
     ]
+    depth = 1
+    for a, n in zip(axes, k.out_spatial):
+        lines.append(f"{INDENT * depth}for (int64_t o{a} = 0; o{a} < {n}; o{a}++) {{")
+        depth += 1
+    # window bounds are computed, not tested per element (see _conv_body)
+    lines.append(f"{INDENT * depth}int64_t " + ", ".join(f"{a}0, {a}1" for a in axes) + ";")
+    for a, _, n, kk, s, p, d in windows:
+        lines.append(f"{INDENT * depth}mdsl_window(o{a}, {s}, {p}, {d}, {kk}, {n}, &{a}0, &{a}1);")
+    lines.append(f"{INDENT * depth}float acc = {init};")
+    body = depth
+    for a, t in zip(axes[:-1], taps[:-1]):
+        lines.append(f"{INDENT * depth}for (int64_t {t} = {a}0; {t} < {a}1; {t}++) {{")
+        depth += 1
+    lines += [
+        f"{INDENT * depth}const float *xrow = x + {row};",
+        f"{INDENT * depth}for (int64_t {tx} = {ax}0; {tx} < {ax}1; {tx}++) {{",
+        f"{INDENT * (depth + 1)}const float v = xrow[{tx} * {dw}];",
+        f"{INDENT * (depth + 1)}{update}",
+        f"{INDENT * depth}}}",
+    ]
+    while depth > body:
+        depth -= 1
+        lines.append(f"{INDENT * depth}}}")
+    lines.append(f"{INDENT * depth}{k.out}[{out}] = {result};")
+    while depth > 0:
+        depth -= 1
+        lines.append(f"{INDENT * depth}}}")
     return "\n".join(INDENT + x for x in lines)
+
+
+_POOL_AXES = ("z", "y", "x")  # output positions oz, oy, ox; window bounds z0..z1, ...
+_POOL_TAPS = ("kk", "ki", "kj")  # the window's taps along each axis
 
 
 def _callback_body(plan: Plan, k: kir.Callback) -> str:

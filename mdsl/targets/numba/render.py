@@ -381,34 +381,48 @@ class _ModuleRenderer:
 
     # -- pooling ----------------------------------------------------------------------------------
     def pool(self, k: kir.Pool, name: str):
-        (h, w), (oh, ow) = k.in_spatial, k.out_spatial
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = k.kernel, k.strides, k.pads, k.dilations
+        """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1)."""
+        rank = len(k.in_spatial)
+        axes = ("z", "y", "x")[-rank:]
         if k.kind == "max":  # NaN-propagating, as mdsl_max_float in C
             init, update, result = "-np.inf", ["acc = acc if (acc > v or acc != acc) else v"], "acc"
         else:
             init, update = "0.0", ["acc += v", "count += 1"]
             result = "acc / np.float32(full)" if k.count_include_pad else "acc / np.float32(count)"
-        decorator = self.decorator(k.n * k.c * oh * ow)
+        decorator = self.decorator(k.n * k.c * math.prod(k.out_spatial))
         loop = "prange" if decorator == PARALLEL_JIT else "range"
         body = [
             f"for nc in {loop}({_n(k.n * k.c)}):",
-            f"{INDENT}base = nc * {h * w}",
-            f"{INDENT}for oy in range({oh}):",
-            f"{INDENT * 2}for ox in range({ow}):",
-            f"{INDENT * 3}acc = np.float32({init})",
-            f"{INDENT * 3}count = 0",
-            f"{INDENT * 3}full = 0",
-            f"{INDENT * 3}for ki in range({kh}):",
-            f"{INDENT * 4}iy = oy * {sh} - {ph} + ki * {dh}",
-            f"{INDENT * 4}for kj in range({kw}):",
-            f"{INDENT * 5}ix = ox * {sw} - {pw} + kj * {dw}",
-            f"{INDENT * 5}if iy < {h + ph} and ix < {w + pw}:",
-            f"{INDENT * 6}full += 1",
-            f"{INDENT * 5}if iy >= 0 and iy < {h} and ix >= 0 and ix < {w}:",
-            f"{INDENT * 6}v = {k.x}[base + iy * {w} + ix]",
-            *(INDENT * 6 + line for line in update),
-            f"{INDENT * 3}{k.out}[(nc * {oh} + oy) * {ow} + ox] = {result}",
+            f"{INDENT}base = nc * {math.prod(k.in_spatial)}",
         ]
+        depth = 1
+        for a, n in zip(axes, k.out_spatial):
+            body.append(f"{INDENT * depth}for o{a} in range({n}):")
+            depth += 1
+        out_depth = depth
+        body += [f"{INDENT * depth}acc = np.float32({init})", f"{INDENT * depth}count = 0"]
+        body.append(f"{INDENT * depth}full = 0")
+        windows = list(zip(axes, k.in_spatial, k.kernel, k.strides, k.pads, k.dilations))
+        for a, _, kk, s, p, d in windows:
+            body.append(f"{INDENT * depth}for k{a} in range({kk}):")
+            body.append(f"{INDENT * (depth + 1)}i{a} = o{a} * {s} - {p} + k{a} * {d}")
+            depth += 1
+        padded = " and ".join(f"i{a} < {n + p}" for a, n, _, _, p, _ in windows)
+        inside = " and ".join(f"i{a} >= 0 and i{a} < {n}" for a, n, *_ in windows)
+        at = ""
+        for a, n, *_ in windows:
+            at = f"({at}) * {n} + i{a}" if at else f"i{a}"
+        body += [
+            f"{INDENT * depth}if {padded}:",
+            f"{INDENT * (depth + 1)}full += 1",
+            f"{INDENT * depth}if {inside}:",
+            f"{INDENT * (depth + 1)}v = {k.x}[base + {at}]",
+            *(INDENT * (depth + 1) + line for line in update),
+        ]
+        index = "nc"
+        for a, n in zip(axes, k.out_spatial):
+            index = f"({index}) * {n} + o{a}"
+        body.append(f"{INDENT * out_depth}{k.out}[{index}] = {result}")
         return body, decorator
 
 

@@ -14,6 +14,7 @@ run: the loaded-machine rule of the threading work (2 threads must never be slow
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,26 @@ def resnet_block(batch=1, c=64, size=56):
     return _finish(g, y, (batch, c, size, size)), {"x": _feed(batch, c, size, size)}
 
 
+def conv(batch=1, c=64, size=56, cout=64, k=3, stride=1, group=1, residual=False):
+    """One Conv + bias + ReLU (+ a residual Add before the ReLU when shapes allow)."""
+    g = OnnxBuilder()
+    x = g.input("x", (batch, c, size, size))
+    p = k // 2
+    h = g.op(
+        "Conv",
+        x,
+        g.const(_w(cout, c // group, k, k)),
+        g.const(_w(cout)),
+        pads=(p,) * 4,
+        strides=(stride, stride),
+        group=group,
+    )
+    if residual:
+        h = g.op("Add", h, x)
+    o = (size + 2 * p - k) // stride + 1
+    return _finish(g, g.op("Relu", h), (batch, cout, o, o)), {"x": _feed(batch, c, size, size)}
+
+
 def conv1d(batch=1, c=256, length=1024, k=3):
     g = OnnxBuilder()
     x = g.input("x", (batch, c, length))
@@ -159,6 +180,19 @@ CASES = {
     "resnet-b1": resnet_block,
     "resnet-b8": lambda: resnet_block(batch=8),
     "conv1d": conv1d,
+    # single convolutions of ResNet-50 / MobileNetV2 / ShuffleNet shapes (bias + ReLU)
+    "c3-64": lambda: conv(c=64, cout=64, residual=True),
+    "c3-128": lambda: conv(c=128, cout=128, size=28),
+    "c3-256": lambda: conv(c=256, cout=256, size=14),
+    "c3-512": lambda: conv(c=512, cout=512, size=7),
+    "c1-64-256": lambda: conv(c=64, cout=256, k=1),
+    "c1-256-64": lambda: conv(c=256, cout=64, k=1),
+    "c1-1024-256": lambda: conv(c=1024, cout=256, size=14, k=1),
+    "c3s2-128": lambda: conv(c=128, cout=128, size=56, stride=2),
+    "c1s2-512-1024": lambda: conv(c=512, cout=1024, size=28, k=1, stride=2),
+    "stem7": lambda: conv(c=3, cout=64, size=224, k=7, stride=2),
+    "grp1-240": lambda: conv(c=240, cout=240, size=28, k=1, group=3),
+    "grp3-g8": lambda: conv(c=256, cout=256, size=28, k=3, group=8),
     "mlp": mlp,
     "bmm-m1": batched_m1,
     "attn": attention,
@@ -193,7 +227,28 @@ def _time(fn, number: int) -> float:
     return (CLOCK[0]() - start) / number
 
 
-def run_case(name: str, threads: list[int], budget_s: float) -> list[dict]:
+ONEDNN_LAYOUTS = {"dnnl": "blocked", "dnnl-per-conv": "per-conv", "dnnl-nchw": "nchw"}
+
+
+def _onednn_contenders(model, feeds, theirs, threads: int) -> dict:
+    """oneDNN chains of the case (`benchmarks/onednn_chain.py`), one per layout, each
+    checked against ORT's result first."""
+    import onednn_chain
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # oneDNN's team: the same libgomp
+    out = {}
+    for key, layout in ONEDNN_LAYOUTS.items():
+        chain = onednn_chain.OneDnnChain(model, feeds, layout)
+        err = float(np.max(np.abs(chain(**feeds) - theirs)) / (np.max(np.abs(theirs)) + 1e-30))
+        if err > 1e-4:
+            raise AssertionError(f"oneDNN ({layout}) differs from ORT by {err:.1e}")
+        out[key] = (lambda c=chain: c(**feeds), "/".join(sorted(set(chain.impls))))
+        if layout == "blocked":
+            out["dnnl-convs"] = (lambda c=chain: c.convolutions_only(**feeds), "")
+    return out
+
+
+def run_case(name: str, threads: list[int], budget_s: float, onednn: bool = False) -> list[dict]:
     model, feeds = CASES[name]()
     rows = []
     graph = mdsl_onnx.load(model)
@@ -204,24 +259,22 @@ def run_case(name: str, threads: list[int], budget_s: float) -> list[dict]:
         ours = ours if isinstance(ours, np.ndarray) else next(iter(ours.values()))
         theirs = sess.run(None, feeds)[0]
         err = float(np.max(np.abs(ours - theirs)) / (np.max(np.abs(theirs)) + 1e-30))
-        times = _interleaved(
-            {"mdsl": lambda e=exe: e(**feeds), "ort": lambda s=sess: s.run(None, feeds)},
-            200,
-            budget_s,
-        )
-        ratios = [a / b for a, b in zip(times["mdsl"], times["ort"])]
-        rows.append(
-            {
-                "case": name,
-                "threads": t,
-                "mdsl_ms": 1e3 * statistics.median(times["mdsl"]),
-                "ort_ms": 1e3 * statistics.median(times["ort"]),
+        fns = {"mdsl": lambda e=exe: e(**feeds), "ort": lambda s=sess: s.run(None, feeds)}
+        impls = {}
+        if onednn:
+            for key, (fn, impl) in _onednn_contenders(model, feeds, theirs, t).items():
+                fns[key], impls[key] = fn, impl
+        times = _interleaved(fns, 200, budget_s)
+        row = {"case": name, "threads": t, "rel_err": err, "impls": impls}
+        for key, ts in times.items():
+            ratios = [a / b for a, b in zip(ts, times["ort"])]
+            row[key] = {
+                "ms": 1e3 * statistics.median(ts),
                 "ratio": statistics.median(ratios),
                 "spread": (min(ratios), max(ratios)),
-                "best_ratio": min(times["mdsl"]) / min(times["ort"]),
-                "rel_err": err,
+                "best_ratio": min(ts) / min(times["ort"]),
             }
-        )
+        rows.append(row)
     return rows
 
 
@@ -237,6 +290,13 @@ def main(argv=None) -> int:
     parser.add_argument("--load", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per case and thread")
     parser.add_argument(
+        "--onednn",
+        action="store_true",
+        help="add oneDNN convolution chains (onednn-cpu-gomp) as contenders: "
+        + ", ".join(f"{k} = {v} activations" for k, v in ONEDNN_LAYOUTS.items())
+        + ", dnnl-convs = the blocked chain's convolutions without its reorders",
+    )
+    parser.add_argument(
         "--cpu-time",
         action="store_true",
         help="time the calling thread's CPU time, not wall time (1 thread only: both "
@@ -251,16 +311,26 @@ def main(argv=None) -> int:
     names = args.only.split(",") if args.only else list(CASES)
     load = background_load() if args.load else None
     try:
+        keys = ["mdsl", *((*ONEDNN_LAYOUTS, "dnnl-convs") if args.onednn else ())]
         print(
-            "| case | threads | mdsl ms | ORT ms | mdsl/ORT median | spread | best/best | rel err |"
+            "| case | threads | ORT ms | "
+            + " | ".join(f"{k} ms | {k}/ORT median (spread)" for k in keys)
+            + " | mdsl rel err |"
+            + (" oneDNN impl |" if args.onednn else "")
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|" + "---|---|" * len(keys) + "---|" + ("---|" if args.onednn else ""))
         for name in names:
-            for r in run_case(name, threads, args.budget):
-                lo, hi = r["spread"]
+            for r in run_case(name, threads, args.budget, args.onednn):
+                cells = []
+                for k in keys:
+                    c = r[k]
+                    lo, hi = c["spread"]
+                    cells.append(f"{c['ms']:.3f} | {c['ratio']:.2f} ({lo:.2f}-{hi:.2f})")
+                impl = f" {r['impls'].get('dnnl', '')} |" if args.onednn else ""
                 print(
-                    f"| {r['case']} | {r['threads']} | {r['mdsl_ms']:.3f} | {r['ort_ms']:.3f} "
-                    f"| {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} | {r['best_ratio']:.2f} | {r['rel_err']:.1e} |",
+                    f"| {r['case']} | {r['threads']} | {r['ort']['ms']:.3f} | "
+                    + " | ".join(cells)
+                    + f" | {r['rel_err']:.1e} |{impl}",
                     flush=True,
                 )
     finally:

@@ -41,6 +41,7 @@ _ATTR_SINCE = {
     ("TopK", "largest"): (11, True),
     ("TopK", "sorted"): (11, True),
     ("QuantizeLinear", "output_dtype"): (21, None),
+    ("QuantizeLinear", "saturate"): (19, 1),
     ("Split", "num_outputs"): (18, None),
 }
 _DROPPED_ATTRS = {("Dropout", "seed")}  # ONNX's seed only matters in training
@@ -635,13 +636,16 @@ def _full_rank_resize(x, scales, sizes, axes):
 def _quantize(ex: _Exporter, node: Node) -> None:
     """Before opset 21 the output type comes from zero_point only: write a zero one."""
     out_dtype = node.attrs.get("output_dtype")
+    attrs = dict(node.attrs)
+    if attrs.get("saturate") == 1:  # the default: written only when it is 0 (opset 19+)
+        attrs.pop("saturate")
     if node.inputs[2] is not None or out_dtype is None or ex.opset >= 21:
-        ex._export_mapped(node)
+        ex._export_mapped(node, attrs)
         return
     scale = node.inputs[1]
     zero = np.zeros(tuple(scale.shape), dtype=out_dtype.np)
     names = [*ex.input_names(node)[:2], ex.constant(zero, f"{node.name}/zero_point")]
-    attrs = {"axis": node.attrs["axis"]}
+    attrs = {"axis": node.attrs["axis"], "saturate": attrs.get("saturate")}
     ex.add("QuantizeLinear", names, ex.output_names(node), name=f"/{node.name}", **attrs)
 
 

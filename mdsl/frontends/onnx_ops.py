@@ -115,7 +115,7 @@ _TABLE = [
     OpMapping("SpaceToDepth", "SpaceToDepth", ignored=(("mode", "DCR"),)),
     *_same("Mod", "Gemm", "ArgMax", "ArgMin", "DequantizeLinear", "Shape", "Conv"),
     OpMapping("Gelu", "Gelu", since=20),
-    OpMapping("QuantizeLinear", "QuantizeLinear", ignored=(("saturate", ANY),)),
+    OpMapping("QuantizeLinear", "QuantizeLinear"),
     OpMapping("Cast", "Cast", ignored=(("saturate", ANY), ("round_mode", ANY))),  # see the rule
     OpMapping("MaxPool", "MaxPool", ignored=_POOL_IGNORED, extra_outputs=("Indices",)),
     OpMapping("AveragePool", "AveragePool"),

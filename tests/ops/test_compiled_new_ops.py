@@ -59,3 +59,15 @@ def test_ops_without_c_loops_still_compile(case):
     got = mdsl.compile(g, backend="c")(**case.inputs)
     for name, w in want.items():
         np.testing.assert_allclose(got[name], w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_a_sequence_length_beyond_the_steps_is_an_execution_error(backend):
+    with mdsl.Graph() as g:
+        x, n = g.input("x", (4, 2)), g.input("n", (2,), "int64")
+        g.output(ops.reverse_sequence(x, n), "y")
+    feeds = {"x": np.zeros((4, 2), np.float32), "n": np.array([2, 5])}
+    run = (lambda: mdsl.interpret(g, feeds)) if backend == "interpreter" else (
+        lambda: mdsl.compile(g, backend="c")(**feeds))  # fmt: skip
+    with pytest.raises(mdsl.ExecutionError, match="ReverseSequence"):
+        run()

@@ -131,7 +131,7 @@ CALLBACK_OPS = {
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK", "Resize"),
     # added for ONNX conformance (issue 17), no generated form yet
     *("BitCast", "Compress", "CumProd"),
-    *("EyeLike", "ReverseSequence", "Trilu", "Unique"),
+    *("Unique",),
 }
 
 

@@ -212,7 +212,8 @@ def test_optimize_pipeline_by_level():
         "fold_conv_bn",
         "fuse_matmul_add",
         "conv3d_as_conv2d",
-        "conv_transpose_as_matmul",
+        "conv_transpose_as_conv",
+        "group_norm_as_instance_norm",
         "lower_einsum",
         "hoist_loop_invariants",
     ]

@@ -9,6 +9,7 @@ run: the loaded-machine rule of the threading work (2 threads must never be slow
 
     python benchmarks/conv_gemm.py                      # every case, 1 and 2 threads
     python benchmarks/conv_gemm.py --only dw,mlp --load
+    python benchmarks/conv_gemm.py --only softmax,mlp --load --thread-rule  # 2T vs 1T
 """
 
 from __future__ import annotations
@@ -170,6 +171,19 @@ def layer_norm(rows=4096, d=768):
     return model, {"x": _feed(rows, d)}
 
 
+def exported_block(name: str):
+    """A block of `torch_models` as exported by `exported.py` (torch needed)."""
+    import exported
+    import onnx
+    import torch
+    import torch_models
+
+    torch.set_grad_enabled(False)
+    case = torch_models.BLOCKS[name]()
+    model = onnx.load_from_string(exported.export_onnx(case))
+    return model, {n: t.numpy() for n, t in zip(case.names, case.inputs)}
+
+
 def _feed(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -200,6 +214,9 @@ CASES = {
     "softmax": softmax,
     "layernorm": layer_norm,
     "pointwise": pointwise,
+    "bert-b1": lambda: exported_block("bert-layer-b1"),
+    "bert-b8": lambda: exported_block("bert-layer-b8"),
+    "gpt2-b1": lambda: exported_block("gpt2-block-b1"),
 }
 
 
@@ -283,6 +300,24 @@ def run_case(name: str, threads: list[int], budget_s: float, onednn: bool = Fals
     return rows
 
 
+def run_thread_rule(name: str, budget_s: float) -> dict:
+    """mdsl at 1 and at 2 threads (and ORT at both), all four interleaved in each round:
+    the rule is that 2 threads are never slower than 1."""
+    model, feeds = CASES[name]()
+    graph = mdsl_onnx.load(model)
+    fns = {}
+    for t in (1, 2):
+        exe = mdsl.compile(graph, "c", threads=t)
+        sess = onnx_graphs.session(model, t)
+        fns[f"mdsl {t}T"] = lambda e=exe: e(**feeds)
+        fns[f"ORT {t}T"] = lambda s=sess: s.run(None, feeds)
+    times = _interleaved(fns, 200, budget_s)
+    ratios = sorted(a / b for a, b in zip(times["mdsl 2T"], times["mdsl 1T"]))
+    row = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    row.update(case=name, ratio=statistics.median(ratios), spread=(ratios[0], ratios[-1]))
+    return row
+
+
 def background_load() -> subprocess.Popen:
     """One process spinning on the CPU (the 'another process keeps a core busy' load)."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -309,6 +344,11 @@ def main(argv=None) -> int:
         "contenders then compute on the calling thread; on a machine busy with other work "
         "this counts what a call costs rather than how long it waited for a core)",
     )
+    parser.add_argument(
+        "--thread-rule",
+        action="store_true",
+        help="time mdsl at 1 and 2 threads side by side (with --load: the loaded-machine rule)",
+    )
     args = parser.parse_args(argv)
     if args.cpu_time:
         CLOCK[0] = time.thread_time
@@ -317,6 +357,8 @@ def main(argv=None) -> int:
     names = args.only.split(",") if args.only else list(CASES)
     load = background_load() if args.load else None
     try:
+        if args.thread_rule:
+            return _print_thread_rule(names, args.budget)
         keys = ["mdsl", *(("mdsl-hand", *ONEDNN_LAYOUTS, "dnnl-convs") if args.onednn else ())]
         print(
             "| case | threads | ORT ms | "
@@ -342,6 +384,22 @@ def main(argv=None) -> int:
     finally:
         if load is not None:
             load.kill()
+    return 0
+
+
+def _print_thread_rule(names: list[str], budget_s: float) -> int:
+    print(
+        "| case | mdsl 1T ms | mdsl 2T ms | ORT 1T ms | ORT 2T ms | mdsl 2T / 1T median | spread |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        r = run_thread_rule(name, budget_s)
+        lo, hi = r["spread"]
+        print(
+            f"| {name} | {r['mdsl 1T']:.3f} | {r['mdsl 2T']:.3f} | {r['ORT 1T']:.3f} "
+            f"| {r['ORT 2T']:.3f} | {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} |",
+            flush=True,
+        )
     return 0
 
 

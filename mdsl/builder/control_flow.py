@@ -174,6 +174,25 @@ def while_loop(
     return node.outputs[0] if single else tuple(node.outputs)
 
 
+def result_types(fn: Callable, param_types: list[TensorType], path: str) -> list[TensorType]:
+    """The types `fn` returns on parameters of `param_types`, traced into a throwaway
+    subgraph `path` of the graph being built (nothing reaches that graph): what a loop
+    body gives before the loop is built (ONNX Loop's scan outputs).
+
+    >>> import mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (3,))
+    ...     found = result_types(lambda i: (x * 2.0, i), [TensorType((), "int64")], "probe")
+    ...     g.output(x, "y")
+    >>> [t.shape for t in found], [n.op_type for n in g]
+    ([(3,), ()], ['Input', 'Output'])
+    """
+    g = building_graph("result_types")
+    names = [f"arg{k}" for k in range(len(param_types))]
+    traced = _trace(g, path, "fn", cf.BODY, fn, list(zip(names, param_types)))
+    return [t.type for t in traced.results]
+
+
 @contextlib.contextmanager
 def _node_scope(g: Graph, name: str, function: str):
     """The scope of a control-flow node; if building the node fails, it is forgotten."""

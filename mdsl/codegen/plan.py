@@ -60,6 +60,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
+from mdsl.ops.runtime_sizes import value_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
@@ -110,6 +111,9 @@ class Plan:
     # buffer lifetimes and in-place pairs for planning memory at run time
     symbols: list[str] = field(default_factory=list)
     input_symbols: list[str] = field(default_factory=list)
+    # symbols ValueDims nodes read off tensor values: bound before the run (from the
+    # feeds, `mdsl.targets.signatures`), like the feeds' symbols
+    value_symbols: list[str] = field(default_factory=list)
     bounds: list[DynamicBound] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -283,6 +287,7 @@ def _check_bound(g: Graph, control_flow: bool) -> None:
     for sub in all_graphs(g) if control_flow else [g]:
         known |= {s for n in sub if is_control_flow(n) for s in n.attrs.get("dynamic") or ()}
         known |= {s for n in sub for s in _bounded_symbols(n)}
+    known |= {s for n in g for s in value_symbols(n)}  # bound before the run
     for sub in all_graphs(g) if control_flow else [g]:
         for node in sub:
             for t in node.outputs:
@@ -316,10 +321,13 @@ def _name_symbol_slots(plan: Plan) -> None:
                 if s not in inputs:
                     inputs.append(s)
     used = free_symbols(plan.kernels) | free_symbols(plan.buffers) | free_symbols(plan.bounds)
+    values = [s for n in g for s in value_symbols(n)]
+    inputs += [s for s in values if s not in inputs]
     dynamic = [b.symbol for b in plan.bounds]
     rest = sorted(used - set(inputs) - set(dynamic))
     plan.symbols = inputs + [s for s in dynamic if s not in inputs] + rest
-    plan.input_symbols = inputs
+    plan.input_symbols = inputs[: len(inputs) - len(values)]
+    plan.value_symbols = values
     if not plan.symbols:
         return
     names = {s: slot_name(i) for i, s in enumerate(plan.symbols)}

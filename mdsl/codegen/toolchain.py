@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform
 import shlex
 import shutil
 import stat
@@ -36,6 +37,17 @@ from mdsl.ir.safe_files import untrusted_reason, write_new
 from mdsl.log import get_logger, timed, waiting
 
 DEFAULT_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-fopenmp", "-fno-math-errno")
+X86 = ("x86_64", "amd64", "i386", "i686")
+
+
+def native_flags() -> tuple[str, ...]:
+    """Flags for the machine that builds: `-march=native` and, on x86, loops in 512-bit
+    vectors where the CPU has them (GCC's default for AVX-512 CPUs is 256-bit: row
+    kernels and pointwise chains calling vector `expf`/`erf` ran 20-30% slower so)."""
+    if platform.machine().lower() in X86:
+        return ("-march=native", "-mprefer-vector-width=512")
+    return ("-march=native",)
+
 
 _log = get_logger(__name__)
 
@@ -133,7 +145,7 @@ def default_toolchain(march_native: bool = True, extra_flags: tuple[str, ...] = 
             "no C compiler found (set $CC, or install gcc); backend='numba' needs none"
         )
     includes, links = blas_paths()
-    flags = DEFAULT_FLAGS + (("-march=native",) if march_native else ()) + tuple(extra_flags)
+    flags = DEFAULT_FLAGS + (native_flags() if march_native else ()) + tuple(extra_flags)
     env_flags = tuple(_split_command(os.environ.get("MDSL_CFLAGS", ""), "$MDSL_CFLAGS"))
     return Toolchain(cc, flags + env_flags, includes, links)
 

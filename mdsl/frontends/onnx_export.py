@@ -25,6 +25,7 @@ from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.naming import Namespace
 from mdsl.ops.control_flow import control_flow, subgraph_params, subgraph_results
+from mdsl.ops.runtime_sizes import value_symbols
 
 DEFAULT_OPSET = 21
 # (mdsl op, attr) -> (first opset with the ONNX attribute, its ONNX default): before that
@@ -366,6 +367,16 @@ class _Exporter:
                     out = self.temp(f"dim_{symbol}")
                     self.add("Gather", [shape, index], [out], name=f"/dim_{symbol}_Gather", axis=0)
                     return out
+        for node in self.g:
+            if symbol in value_symbols(node):  # a value dim: an element of the node's input
+                flat = self.temp(f"{symbol}_values")
+                shape = self.constant(np.array([-1], dtype=np.int64), f"{symbol}_flat")
+                self.add("Reshape", [self.names[node.inputs[0]], shape], [flat], name=f"/{flat}")
+                index = value_symbols(node).index(symbol)
+                at = self.constant(np.array([index], dtype=np.int64), f"{symbol}_index")
+                out = self.temp(f"dim_{symbol}")
+                self.add("Gather", [flat, at], [out], name=f"/dim_{symbol}_Gather", axis=0)
+                return out
         raise GraphError(f"symbolic dim {symbol} is not a dim of any graph input; cannot export it")
 
     def _shape_of(self, input_name: str) -> str:
@@ -530,12 +541,45 @@ def _clip(ex: _Exporter, node: Node) -> None:
 
 @export_rule("Range")
 def _range(ex: _Exporter, node: Node) -> None:
-    dtype = node.attrs["dtype"].np
+    dtype = node.attrs["dtype"]
     inputs = [
-        ex.constant(np.array(node.attrs[k], dtype=dtype), f"{node.name}/{k}")
+        _scalar_input(ex, node.attrs[k], dtype, f"{node.name}/{k}")
         for k in ("start", "limit", "delta")
     ]
     ex.add("Range", inputs, ex.output_names(node), name=f"/{node.name}")
+
+
+def _scalar_input(ex: _Exporter, value, dtype, hint: str) -> str:
+    """A scalar input of `dtype` holding `value`, a number or a symbolic dim."""
+    if not isinstance(value, Dim):
+        return ex.constant(np.array(value, dtype=dtype.np), hint)
+    scalar = ex.temp(hint)
+    empty = ex.constant(np.array([], dtype=np.int64), f"{hint}_scalar")
+    ex.add("Reshape", [ex.dim_value(value), empty], [scalar], name=f"/{scalar}")
+    if dtype == DType.int64:
+        return scalar
+    out = ex.temp(f"{hint}_{dtype.name}")
+    ex.add("Cast", [scalar], [out], name=f"/{out}", to=onnx_elem_type(dtype))
+    return out
+
+
+@export_rule("ValueDims")
+def _value_dims(ex: _Exporter, node: Node) -> None:
+    ex.add("Identity", ex.input_names(node), ex.output_names(node), name=f"/{node.name}")
+
+
+@export_rule("DynamicSlice")
+def _dynamic_slice(ex: _Exporter, node: Node) -> None:
+    x, starts, ends = ex.input_names(node)
+    count = node.inputs[1].shape[0]
+    axes, steps = node.attrs.get("axes"), node.attrs.get("steps")
+    axes = ex.constant(
+        np.array(axes if axes is not None else range(count), np.int64), f"{node.name}/axes"
+    )
+    steps = ex.constant(
+        np.array(steps if steps is not None else [1] * count, np.int64), f"{node.name}/steps"
+    )
+    ex.add("Slice", [x, starts, ends, axes, steps], ex.output_names(node), name=f"/{node.name}")
 
 
 @export_rule("Split")

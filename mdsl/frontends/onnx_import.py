@@ -57,6 +57,7 @@ from mdsl.frontends.onnx_values import (
     attr_value,
     cast_value,
     evaluate_node,
+    has_symbolic_rule,
     shape_value,
 )
 from mdsl.ir import context
@@ -68,6 +69,7 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
 from mdsl.ops.apply import apply_op
 from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
+from mdsl.ops.runtime_sizes import MAX_VALUE_DIMS
 
 
 def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
@@ -451,6 +453,7 @@ class _Value:
     producer: OnnxNode | None = None  # computes it at compile time, imported on demand
     constant_node: OnnxNode | None = None  # the Constant node, for its Const's name
     evaluated: bool = False
+    sequence: list[Tensor] | None = None  # a sequence's tensors (mdsl.frontends.onnx_sequences)
 
 
 @dataclass
@@ -466,6 +469,7 @@ class _Importer:
     custom_ops: dict = field(default_factory=dict)  # domain -> ONNX op -> mdsl op type
     _symbols: dict[str, Dim] = field(default_factory=dict)
     _scope_base: tuple[str, ...] = ()  # the scope a subgraph is built in
+    _producers: dict[str, OnnxNode] = field(default_factory=dict)  # run-time value -> node
     budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
     weight_layers: dict[str, str] = field(default_factory=dict)  # see onnx_scopes
 
@@ -563,6 +567,11 @@ class _Importer:
         v = self._entry(name)
         if v.tensor is not None:
             return v.tensor
+        if v.sequence is not None:
+            raise GraphError(
+                f"value {name!r} is a sequence; mdsl holds sequences only while importing "
+                "(their tensors), so a graph input or output, or a Loop value, cannot be one"
+            )
         if v.producer is not None and not self._has_rule(v.producer):
             # an op mdsl lacks, over import-time values: its evaluated value is the tensor
             if self.value(name) is None:
@@ -635,6 +644,7 @@ class _Importer:
         if id(node) in self._imported:
             return
         self._imported[id(node)] = node
+        self._producers.update((out, node) for out in node.outputs if out)
         try:
             outputs = self._run_rule(node)
         except MdslError as e:
@@ -785,6 +795,20 @@ class _Importer:
         finally:
             self.values, self._imported, self._scope_base = saved
 
+    def sequence_value(self, tensors: list[Tensor]) -> _Value:
+        """A rule's result that is a sequence of `tensors` (import-time only)."""
+        return _Value(sequence=list(tensors))
+
+    def constant_value(self, array: np.ndarray) -> _Value:
+        """A rule's result known at import time (it becomes a Const where a tensor is needed)."""
+        return _Value(const=array)
+
+    def sequence_of(self, name: str) -> list[Tensor]:
+        v = self._entry(name)
+        if v.sequence is None:
+            raise GraphError(f"value {name!r} is not a sequence")
+        return v.sequence
+
     def bound_slice_ends(self, shape: tuple, attrs: dict) -> None:
         """A static dim sliced to an input's symbol (`position_table[:S]`) means the
         model takes S up to that size: the symbol's range says so, feeds are checked
@@ -813,18 +837,77 @@ class _Importer:
         name = node.inputs[index] if index < len(node.inputs) else ""
         return self.tensor(name) if name else None
 
-    def constant_input(self, node: OnnxNode, index: int, what: str) -> np.ndarray | None:
+    def constant_input(
+        self, node: OnnxNode, index: int, what: str, *, run_time: bool = False
+    ) -> np.ndarray | None:
         """The compile-time value of input `index`, None if absent; GraphError if it is
-        only known at run time."""
+        only known at run time, unless `run_time` (the op takes sizes known at run time):
+        then the value's elements become value dims (`value_dims_of`)."""
         name = node.inputs[index] if index < len(node.inputs) else ""
         if not name:
             return None
         value = self.value(name)
+        if value is None and run_time and self.current_graph() is self.graph:
+            return self.run_time_dims(name, node, what)
         if value is None:
             raise GraphError(
                 f"input {index} ({what}) must be known at import time: mdsl holds it as an "
                 f"attribute, but {name!r} is computed at run time"
             )
+        return value
+
+    def run_time_dims(self, name: str, node: OnnxNode, what: str) -> np.ndarray:
+        """The run-time value `name` (read by `node` as its `what`) as an array of ints
+        and symbolic dims. Traced back through the shape ops computing it (Split, Slice,
+        Concat, ...) to the values they start from, which become value dims
+        (`value_dims_of`), so two sizes taken from one tensor are the same symbol."""
+        traced = self._traced_dims(name, node, 0)
+        return traced if traced is not None else self.value_dims_of(name, node, what)
+
+    def _traced_dims(self, name: str, reader: OnnxNode, depth: int) -> np.ndarray | None:
+        value = self.value(name)
+        if value is not None:
+            return value
+        node = self._producers.get(name)
+        tensor = self._entry(name).tensor
+        if tensor is None or not tensor.dtype.is_int or tensor.dtype == DType.bool_:
+            return None
+        if node is None or not has_symbolic_rule(node.op_type) or depth > 32:
+            if not tensor.type.is_static or tensor.type.numel > MAX_VALUE_DIMS:
+                return None
+            return self.value_dims_of(name, reader, name.rsplit("/", 1)[-1])
+        args = [None if not i else self._traced_dims(i, reader, depth + 1) for i in node.inputs]
+        if any(a is None for a, i in zip(args, node.inputs) if i):
+            return None
+        results = evaluate_node(node, args)
+        if results is None:
+            return None
+        for out, result in zip(node.outputs, results):
+            if out:
+                self._entry(out).const = result
+        return self._entry(name).const
+
+    def value_dims_of(self, name: str, node: OnnxNode, what: str) -> np.ndarray:
+        """The run-time value `name` as an array of symbolic dims, bound when a ValueDims
+        node reads it (docs/dynamic-shapes.md); later readers of `name` see the same dims.
+        Sizes: a non-integer value (OneHot's float depth) is cast to int64 first."""
+        from mdsl.ops.runtime_sizes import value_dims
+
+        tensor = self.tensor(name)
+        if not tensor.type.is_static or tensor.type.numel > MAX_VALUE_DIMS:
+            raise GraphError(
+                f"{what} {name!r} is computed at run time and has shape "
+                f"{tensor.type.describe()}; mdsl reads sizes at run time from a static "
+                f"tensor of at most {MAX_VALUE_DIMS} elements"
+            )
+        with self.scope_of(node) as leaf:
+            if not tensor.dtype.is_int or tensor.dtype == DType.bool_:
+                tensor = self.emit("Cast", [tensor], {"to": DType.int64})[0]
+            dims = value_dims(tensor, name=f"{leaf or node.op_type}_{what}")
+        value = np.empty(len(dims), dtype=object)
+        value[:] = dims
+        value = value.reshape(tensor.shape)
+        self._entry(name).const = value
         return value
 
 
@@ -845,8 +928,13 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     opdef = get_op(mapping.mdsl_type)
     attrs = convert_attrs(node, opdef, mapping)
     attr_inputs = mapping.attr_inputs_at(node.opset)
+    if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[1]) is None:
+        return dynamic_slice(ctx, node)
+    if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[2]) is None:
+        return dynamic_slice(ctx, node)
     for index, spec in attr_inputs.items():
-        value = ctx.constant_input(node, index, spec.attr)
+        run_time = (mapping.mdsl_type, spec.attr) in RUN_TIME_ATTRS
+        value = ctx.constant_input(node, index, spec.attr, run_time=run_time)
         if value is not None:
             attrs[spec.attr] = attr_from_array(value, opdef.attrs[spec.attr].kind, spec.attr)
     inputs = [ctx.input_tensor(node, i) for i in range(len(node.inputs)) if i not in attr_inputs]
@@ -854,6 +942,38 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         ctx.bound_slice_ends(inputs[0].shape, attrs)
     with ctx.scope_of(node) as leaf:
         return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+
+
+# (op, attr) whose ONNX input may be computed at run time: its values become value dims
+# (sizes: a negative value is an ExecutionError when it is bound). A Slice whose starts or
+# ends are computed at run time is a DynamicSlice (`dynamic_slice`); Reshape's shape
+# stays an import-time value (its -1 and 0 mean something a size cannot hold).
+RUN_TIME_ATTRS = {
+    ("Expand", "shape"),
+    ("ConstantOfShape", "shape"),
+    ("Tile", "repeats"),
+    ("Pad", "pads"),
+    ("OneHot", "depth"),
+    ("TopK", "k"),
+}
+
+
+def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
+    """A Slice whose starts or ends are computed at run time: a DynamicSlice, its
+    lengths data-dependent (axes and steps must be import-time values)."""
+    axes, steps = (
+        None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
+        for value in (ctx.constant_input(node, i, what) for i, what in ((3, "axes"), (4, "steps")))
+    )
+    bounds = []
+    for index in (1, 2):
+        t = ctx.tensor(node.inputs[index])
+        bounds.append(
+            t if t.dtype == DType.int64 else ctx.emit("Cast", [t], {"to": DType.int64})[0]
+        )
+    with ctx.scope_of(node) as leaf:
+        attrs = {"axes": axes, "steps": steps}
+        return ctx.emit("DynamicSlice", [ctx.input_tensor(node, 0), *bounds], attrs, name=leaf)
 
 
 def convert_attrs(node: OnnxNode, opdef, mapping: OpMapping | None) -> dict:

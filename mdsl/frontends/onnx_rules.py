@@ -24,8 +24,10 @@ from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
 from mdsl.frontends.onnx_values import array_from_tensor_proto, attr_from_array
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import GraphError
+from mdsl.ir.errors import GraphError, ShapeError
+from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.registry import get_op
+from mdsl.ops.runtime_sizes import value_dims
 
 RULES: dict = {}
 # ONNX input positions each rule needs as compile-time values (the conformance runner
@@ -296,13 +298,33 @@ def _plain(value):
 
 @rule("Range", constant_inputs=(0, 1, 2))
 def range_(ctx, node) -> list:
-    """mdsl's Range takes start, limit and delta as attributes: they must be constants."""
-    values = [
-        ctx.constant_input(node, i, what) for i, what in enumerate(("start", "limit", "delta"))
-    ]
+    """mdsl's Range takes start, limit and delta as attributes; when one is computed at
+    run time, its length is a value dim (`_run_time_range`)."""
+    values = [ctx.value(name) for name in node.inputs[:3]]
     dtype = ctx.type_of(node.inputs[0]).dtype
+    if any(v is None for v in values):
+        return _run_time_range(ctx, node, dtype)
     start, limit, delta = (_scalar_or_dim(v) for v in values)
     return _mapped(ctx, node, {"start": start, "limit": limit, "delta": delta, "dtype": dtype}, [])
+
+
+def _run_time_range(ctx, node, dtype: DType) -> list:
+    """Range over run-time scalars, as ONNX defines it: n = max(ceil((limit - start) /
+    delta), 0) (computed in float64) becomes a value dim, and the output is start +
+    delta * [0, 1, ..., n - 1] in the inputs' dtype."""
+    if ctx.current_graph() is not ctx.graph:
+        raise GraphError(
+            "Range over values computed at run time is imported only outside If/Loop bodies"
+        )
+    start, limit, delta = (ctx.tensor(name) for name in node.inputs[:3])
+    with ctx.scope_of(node, composite=True):
+        wide = [emit1(ctx, "Cast", t, to=DType.float64) for t in (start, limit, delta)]
+        span = emit1(ctx, "Div", emit1(ctx, "Sub", wide[1], wide[0]), wide[2])
+        count = emit1(ctx, "Cast", emit1(ctx, "Relu", emit1(ctx, "Ceil", span)), to=DType.int64)
+        (n,) = value_dims(count, name="length")
+        steps = emit1(ctx, "Range", start=0.0, limit=n, delta=1.0, dtype=DType.int64)
+        steps = emit1(ctx, "Cast", steps, to=dtype)
+        return [emit1(ctx, "Add", start, emit1(ctx, "Mul", steps, delta))]
 
 
 def _scalar_or_dim(value: np.ndarray):
@@ -412,37 +434,110 @@ def if_(ctx, node) -> list:
     pred = ctx.input_tensor(node, 0)
     with ctx.control_flow_scope(node, "If") as name:
         then_fn, else_fn = (lambda b=b: tuple(ctx.import_subgraph(b, [])) for b in branches)
-        result = cond(pred, then_fn, else_fn, name=name)
+        try:
+            result = cond(pred, then_fn, else_fn, name=name)
+        except ShapeError:  # the branches' shapes differ: declare the dims that do
+            shapes = _branch_shapes(ctx, (then_fn, else_fn), name)
+            result = cond(pred, then_fn, else_fn, shapes=shapes, name=name)
     return list(result) if isinstance(result, tuple) else [result]
+
+
+def _branch_shapes(ctx, fns, name: str) -> list | None:
+    """`shapes=` for an If whose branches give results of different shapes: a new
+    symbol for each dim on which they differ (bound when the node runs), None where
+    they agree. Ranks must agree (mdsl's types have one rank)."""
+    from mdsl.builder.control_flow import result_types
+
+    found = [result_types(fn, [], f"{name}_probe{k}") for k, fn in enumerate(fns)]
+    shapes, differ = [], False
+    for i, (a, b) in enumerate(zip(*found)):
+        if a.shape == b.shape:
+            shapes.append(None)
+            continue
+        if a.rank != b.rank:
+            raise GraphError(
+                f"If output {i}: the branches give ranks {a.rank} and {b.rank}; mdsl's If "
+                "needs one rank per output"
+            )
+        differ = True
+        stem = _symbol_stem(name)
+        shapes.append(
+            tuple(
+                x if x == y else Dim(f"{stem}_out{i}_dim{axis}")
+                for axis, (x, y) in enumerate(zip(a.shape, b.shape))
+            )
+        )
+    return shapes if differ else None
 
 
 @rule("Loop")
 def loop(ctx, node) -> list:
-    """A Loop node as an mdsl While over (iteration, condition, *state): it runs while
-    the condition holds and the iteration is below the trip count M. Scan outputs (values
-    stacked over iterations) are not supported."""
-    from mdsl.builder.control_flow import while_loop
+    """A Loop node as an mdsl While over (iteration, condition, *state, *scans): it runs
+    while the condition holds and the iteration is below the trip count M. A scan output
+    (the body's extra results, stacked over the iterations) is a loop var that grows by
+    one row per iteration, from an empty (0, ...) tensor: its first dim is a new symbol,
+    at most M when M is known at import time."""
+    from mdsl.builder.control_flow import result_types, while_loop
 
     body = node.attrs["body"]
     trip_count, condition = ctx.input_tensor(node, 0), ctx.input_tensor(node, 1)
     state = [ctx.input_tensor(node, i) for i in range(2, len(node.inputs))]
-    if len(body.output) - 1 > len(state):
-        raise GraphError("Loop with scan outputs (per-iteration results) is not supported")
+    n_state, n_scan = len(state), len(body.output) - 1 - len(state)
+    if n_scan < 0:
+        raise GraphError(f"Loop body gives {len(body.output)} results for {n_state} values")
 
     def keep_going(i, c, *_):
         return c if trip_count is None else emit1(ctx, "And", emit1(ctx, "Less", i, trip_count), c)
 
     def step(i, c, *values):
-        c_next, *values_next = ctx.import_subgraph(body, [i, c, *values])
-        return (emit1(ctx, "Add", i, np.int64(1)), c_next, *values_next)
+        c_next, *results = ctx.import_subgraph(body, [i, c, *values[:n_state]])
+        rows = [emit1(ctx, "Unsqueeze", t, axes=(0,)) for t in results[n_state:]]
+        grown = [
+            ctx.emit("Concat", [acc, row], {"axis": 0})[0]
+            for acc, row in zip(values[n_state:], rows)
+        ]
+        return (emit1(ctx, "Add", i, np.int64(1)), c_next, *results[:n_state], *grown)
 
     with ctx.control_flow_scope(node, "While") as name:
         g = ctx.current_graph()
         start = [g.const(f"{name}_iteration", np.int64(0))]
         if condition is None:
             condition = g.const(f"{name}_condition", np.bool_(True))
-        result = while_loop(keep_going, step, (*start, condition, *state), name=name)
+        scans, shapes = [], None
+        if n_scan:
+            probe = [TensorType((), DType.int64), TensorType((), DType.bool_)]
+            probe += [t.type for t in state]
+            found = result_types(
+                lambda i, c, *v: tuple(ctx.import_subgraph(body, [i, c, *v])),
+                probe,
+                f"{name}_probe",
+            )
+            scans, declared = _empty_scans(ctx, node, found[1 + n_state :], name)
+            shapes = [None] * (2 + n_state) + declared
+        inits = (*start, condition, *state, *scans)
+        result = while_loop(keep_going, step, inits, shapes=shapes, name=name)
     return list(result[2:])
+
+
+def _empty_scans(ctx, node, types: list, name: str) -> tuple[list, list]:
+    """Empty (0, ...) initial values of a Loop's scan outputs and their declared shapes
+    (T, ...), T a new symbol, at most the trip count when it is an import-time value."""
+    trip = ctx.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    most = None
+    if trip is not None and trip.dtype != object:
+        most = max(int(trip.reshape(-1)[0]), 0)
+    inits, shapes = [], []
+    for k, t in enumerate(types):
+        count = Dim(f"{_symbol_stem(name)}_scan{k}_rows", max=most)
+        zero = np.zeros(1, t.dtype.np)
+        inits.append(emit1(ctx, "ConstantOfShape", shape=(0, *t.shape), value=zero))
+        shapes.append((count, *t.shape))
+    return inits, shapes
+
+
+def _symbol_stem(name: str) -> str:
+    stem = "".join(c if c.isalnum() else "_" for c in name)
+    return stem if stem[:1].isalpha() else f"loop_{stem}"
 
 
 SCAN_UNROLL_LIMIT = 4096  # iterations a Scan may unroll into (one body copy each)
@@ -686,4 +781,4 @@ def supported_op_types() -> set[str]:
     return set(MAPPINGS) | set(RULES) | {"Constant"}
 
 
-from mdsl.frontends import onnx_recurrent  # noqa: E402, F401  (registers its rules here)
+from mdsl.frontends import onnx_recurrent, onnx_sequences  # noqa: E402, F401  (register rules)

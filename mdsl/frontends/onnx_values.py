@@ -138,7 +138,9 @@ def _evaluate(node, args: list) -> list[np.ndarray] | None:
         if rule is None:
             return None
         try:
-            return [normalized(np.asarray(rule(node, *args)))]
+            result = rule(node, *args)
+            parts = result if isinstance(result, list) else [result]
+            return [normalized(np.asarray(part)) for part in parts]
         except (ValueError, TypeError, IndexError, ArithmeticError, MdslError):
             return None  # e.g. a slice to a symbolic end: a run-time node computes it
     return _reference(node, args)
@@ -202,6 +204,25 @@ def _slice(node, data, starts=None, ends=None, axes=None, steps=None):
     return data[tuple(index)]
 
 
+def _split(node, data, split=None):
+    """Split (opsets 2 to 18: `split` attribute or input, or `num_outputs` from 18)."""
+    axis = int(node.attrs.get("axis", 0))
+    if split is None:
+        split = node.attrs.get("split")
+    size = data.shape[axis]
+    if split is None:
+        parts = int(node.attrs.get("num_outputs", len(node.outputs)))
+        chunk = -(-size // parts)
+        split = [min(chunk, size - k * chunk) for k in range(parts)]
+    edges = np.cumsum([int(s) for s in np.asarray(split).reshape(-1)])[:-1]
+    return list(np.split(data, edges, axis=axis))
+
+
+def has_symbolic_rule(op_type: str) -> bool:
+    """Whether values holding symbolic dims are computed through `op_type` at import time."""
+    return op_type in _SYMBOLIC
+
+
 def _cast(node, data):
     from mdsl.ir.dtype import DType
 
@@ -233,6 +254,7 @@ def _equal(node, a, b):
 
 _SYMBOLIC = {
     "Gather": _gather,
+    "Split": _split,
     "Concat": _concat,
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,

@@ -128,6 +128,7 @@ from mdsl.ops.reduce import (
     reduce_sum_square,
 )
 from mdsl.ops.resizing import resize
+from mdsl.ops.runtime_sizes import dynamic_slice, value_dims
 from mdsl.ops.selection import topk
 from mdsl.ops.shape_query import shape, size
 from mdsl.ops.storage import trans_data

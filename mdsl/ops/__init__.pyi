@@ -42,6 +42,7 @@ from mdsl.ops import reduce as reduce
 from mdsl.ops import reductions as reductions
 from mdsl.ops import registry as registry
 from mdsl.ops import resizing as resizing
+from mdsl.ops import runtime_sizes as runtime_sizes
 from mdsl.ops import scopes as scopes
 from mdsl.ops import selection as selection
 from mdsl.ops import shape_query as shape_query
@@ -700,6 +701,20 @@ def dropout(x: Operand, *, ratio: float = 0.5, seed: int | None = None, name: st
 
     Outputs:
         y: tensor of bfloat16, float16, float32, float64
+    """
+
+def dynamic_slice(x, starts, ends, axes=None, steps=None, *, name: str | None = None, device: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, `starts` and `ends` int64 tensors read at run
+    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (5,))
+    ...     s, e = g.input("s", (1,), "int64"), g.input("e", (1,), "int64")
+    ...     g.output(mdsl.ops.dynamic_slice(x, s, e), "y")
+    >>> mdsl.interpret(g, {"x": np.arange(5, dtype=np.float32), "s": np.array([-3]),
+    ...                    "e": np.array([99])})["y"]
+    array([2., 3., 4.], dtype=float32)
     """
 
 def einsum(equation: str, *operands, name: str | None = None, device: str | None = None) -> Tensor:
@@ -2515,6 +2530,11 @@ def unsqueeze(x: Operand, *, axes: list[int] | tuple[int, ...] | int, name: str 
 
     Outputs:
         y: tensor of bfloat16, bool, float16, float32, float4_e2m1fn, float64, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, int16, int2, int32, int4, int64, int8, uint16, uint2, uint32, uint4, uint64, uint8
+    """
+
+def value_dims(v, *, name: str | None = None, device: str | None = None) -> tuple:
+    """The elements of integer tensor `v` (static shape, at most 64 elements) as symbolic
+    dims bound at run time, in row-major order.
     """
 
 def where(condition, x, y, *, name: str | None = None, device: str | None = None) -> Tensor:

@@ -19,7 +19,6 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, check
-from mdsl.ops.shape_rules import require_static
 
 
 @op_proto(
@@ -32,8 +31,10 @@ from mdsl.ops.shape_rules import require_static
 def _constant_of_shape(*, shape, value):
     """A tensor of `shape` filled with the one element of `value` (default float32 0),
     ONNX ConstantOfShape."""
-    require_static(shape, "ConstantOfShape shape")
-    check(all(d >= 0 for d in shape), f"shape {tuple(shape)} has a negative dim")
+    check(
+        all(not isinstance(d, int) or d >= 0 for d in shape),
+        f"shape {tuple(shape)} has a negative dim",
+    )
     dtype = "float32" if value is None else DType.of(value.dtype)
     check(value is None or value.size == 1, "value must hold exactly one element")
     return TensorType(tuple(shape), dtype)

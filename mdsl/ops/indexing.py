@@ -18,7 +18,7 @@ from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.family import same_dtype
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, check
-from mdsl.ops.shape_rules import normalize_axis, require_static
+from mdsl.ops.shape_rules import normalize_axis
 
 INDEX_DTYPES = ["int32", "int64"]
 
@@ -178,8 +178,7 @@ def _one_hot(indices, values, *, depth, axis):
     check(
         values.shape == (2,), f"values must hold (off, on), a 1-D tensor of 2, got {values.shape}"
     )
-    require_static([depth], "depth")
-    check(depth >= 1, f"depth must be >= 1, got {depth}")
+    check(not isinstance(depth, int) or depth >= 1, f"depth must be >= 1, got {depth}")
     axis = normalize_axis(axis, indices.rank + 1)
     shape = (*indices.shape[:axis], depth, *indices.shape[axis:])
     return TensorType(shape, values.dtype)

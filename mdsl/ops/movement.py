@@ -383,8 +383,10 @@ def _tile(x, *, repeats):
         len(repeats) == x.rank,
         f"repeats has {len(repeats)} values for an input of rank {x.rank}",
     )
-    require_static(repeats, "repeats")
-    check(all(r >= 0 for r in repeats), f"repeats {tuple(repeats)} must be >= 0")
+    check(
+        all(not isinstance(r, int) or r >= 0 for r in repeats),
+        f"repeats {tuple(repeats)} must be >= 0",
+    )
     return TensorType(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype, x.format)
 
 

@@ -42,7 +42,8 @@ def _pad(x, *, pads, mode, constant_value, axes):
         f"pads has {len(pads)} values; padding {len(axes)} axes needs {2 * len(axes)} "
         "(all begins, then all ends)",
     )
-    require_static(pads, "pads")
+    if mode != "constant":  # constant padding takes sizes known at run time (value dims)
+        require_static(pads, "pads")
     _check_constant_fits(x.dtype, constant_value)
     shape = list(x.shape)
     for a, (begin, end) in zip(axes, _pairs(pads)):

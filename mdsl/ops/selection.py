@@ -13,7 +13,7 @@ from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.proto import op_proto
 from mdsl.ops.registry import Attr, check
-from mdsl.ops.shape_rules import normalize_axis, require_static
+from mdsl.ops.shape_rules import normalize_axis
 
 
 @op_proto(
@@ -32,11 +32,13 @@ def _topk(x, *, k, axis, largest, sorted):
     """(values, int64 indices) of the `k` largest (smallest unless `largest`) elements
     along `axis` (ONNX TopK)."""
     check(x.rank >= 1, "TopK needs an input of rank >= 1")
-    require_static([k], "k")
     axis = normalize_axis(axis, x.rank)
     dim = x.shape[axis]
-    check(k >= 0, f"k must be >= 0, got {k}")
-    check(not isinstance(dim, int) or k <= dim, f"k = {k} is larger than axis {axis} ({dim})")
+    check(not isinstance(k, int) or k >= 0, f"k must be >= 0, got {k}")
+    check(
+        not (isinstance(dim, int) and isinstance(k, int)) or k <= dim,
+        f"k = {k} is larger than axis {axis} ({dim})",
+    )
     shape = (*x.shape[:axis], k, *x.shape[axis + 1 :])
     return TensorType(shape, x.dtype), TensorType(shape, "int64")
 

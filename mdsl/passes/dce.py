@@ -1,6 +1,7 @@
 """Dead code elimination: keep only what the graph outputs need.
 
-The roots are the Output nodes; a node is live if a live node (or a control-flow
+The roots are the Output nodes and the ValueDims nodes (the symbols they bind are read
+by attributes, not edges); a node is live if a live node (or a control-flow
 subgraph of one) reads one of its outputs. Inputs always stay: they are the graph's
 calling convention. Subgraphs are cleaned the same way, from their own Output nodes.
 """
@@ -8,6 +9,7 @@ calling convention. Subgraphs are cleaned the same way, from their own Output no
 from __future__ import annotations
 
 from mdsl.ir.graph import INPUT, OUTPUT, Graph
+from mdsl.ops.runtime_sizes import is_value_binder
 from mdsl.passes.manager import PassResult, register
 
 
@@ -33,7 +35,7 @@ def _sweep(g: Graph, live: set[int]) -> int:
     dropped here and in subgraphs. Marks reach outer graphs' producers through `live`."""
     removed = 0
     for node in reversed(g.nodes):
-        if node.op_type in (INPUT, OUTPUT):
+        if node.op_type in (INPUT, OUTPUT) or is_value_binder(node):
             live.add(id(node))
         if id(node) not in live:
             continue

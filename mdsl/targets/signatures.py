@@ -43,8 +43,11 @@ class Layout:
 class PlanShapes:
     """Symbol values, memory layouts and output arrays of one symbolic plan."""
 
-    def __init__(self, plan, max_layouts: int = MAX_LAYOUTS):
+    def __init__(self, plan, max_layouts: int = MAX_LAYOUTS, *, bind_values=None):
+        """`bind_values(graph, feeds, symbols)`: the value dims' values (the plan's
+        `value_symbols`) for a call, `mdsl.targets.python.interpreter.bind_value_dims`."""
         self.plan = plan
+        self._bind_values = bind_values
         self.max_layouts = max_layouts
         self.slots = len(plan.symbols) + 1
         self._slot = {s: i for i, s in enumerate(plan.symbols)}
@@ -52,7 +55,7 @@ class PlanShapes:
         self._layouts: OrderedDict[tuple, Layout] = OrderedDict()
         self._lock = threading.Lock()
         self.latest: MemoryPlan | None = None
-        inputs = set(plan.input_symbols)
+        inputs = set(plan.input_symbols) | set(plan.value_symbols)
         self._outputs = []
         for name in plan.outputs:
             t = plan.graph.outputs[name]
@@ -67,6 +70,8 @@ class PlanShapes:
             values.setdefault(symbol, int(np.shape(env[name])[axis]))
         if len(values) < len(self.plan.input_symbols):  # some only inside expressions
             values = bind_feeds(self.plan.graph, env)[1]
+        if self.plan.value_symbols:
+            values.update(self._bind_values(self.plan.graph, env, values))
         return values
 
     def new_dims(self, values: Mapping[str, int], dims: np.ndarray | None = None) -> np.ndarray:
@@ -92,7 +97,7 @@ class PlanShapes:
 
     # -- memory ---------------------------------------------------------------------------------
     def layout(self, values: Mapping[str, int]) -> Layout:
-        key = tuple(values.get(s, 0) for s in self.plan.input_symbols)
+        key = tuple(values.get(s, 0) for s in (*self.plan.input_symbols, *self.plan.value_symbols))
         with self._lock:
             found = self._layouts.get(key)
             if found is not None:

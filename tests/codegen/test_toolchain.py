@@ -250,3 +250,19 @@ def test_a_compiler_that_cannot_start_is_a_compile_error(cache, monkeypatch):
     with pytest.raises(mdsl.CompileError, match="did not run") as info:
         toolchain.build_library(SOURCE, missing, "answer")
     assert info.value.source_path.read_text() == SOURCE
+
+
+@pytest.mark.parametrize(
+    "machine, wanted",
+    [
+        ("x86_64", ("-march=native", "-mprefer-vector-width=512")),
+        ("AMD64", ("-march=native", "-mprefer-vector-width=512")),
+        ("aarch64", ("-march=native",)),  # GCC for Arm has no -mprefer-vector-width
+    ],
+)
+def test_native_flags_ask_x86_compilers_for_512_bit_loops(monkeypatch, machine, wanted):
+    monkeypatch.setattr(toolchain.platform, "machine", lambda: machine)
+    monkeypatch.delenv("MDSL_CFLAGS", raising=False)
+    assert toolchain.native_flags() == wanted
+    assert toolchain.default_toolchain().flags[-len(wanted) :] == wanted
+    assert "-mprefer-vector-width=512" not in toolchain.default_toolchain(march_native=False).flags

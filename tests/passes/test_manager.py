@@ -208,7 +208,14 @@ def test_optimize_pipeline_by_level():
     assert _names(manager.optimize_pipeline(0)) == []
     assert _names(manager.optimize_pipeline(1)) == [(cleanup, True)]
     level2 = _names(manager.optimize_pipeline(2))
-    rewrites = ["fold_conv_bn", "fuse_matmul_add", "hoist_loop_invariants"]
+    rewrites = [
+        "fold_conv_bn",
+        "fuse_matmul_add",
+        "conv3d_as_conv2d",
+        "conv_transpose_as_conv",
+        "group_norm_as_instance_norm",
+        "hoist_loop_invariants",
+    ]
     assert level2[:2] == [(cleanup, True), (rewrites + cleanup, True)]
     phases = {p.name: p.phase for p in mdsl.passes.registered_passes().values()}
     late2 = [name for names, _ in level2[2:] for name in names]

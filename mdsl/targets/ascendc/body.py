@@ -263,10 +263,16 @@ def _check_dtype(dtype: DType, role: str) -> None:
 
 
 class VectorBody:
-    """Members, init lines and methods of a vector kernel class over tiles of its rows."""
+    """Members, init lines and methods of a vector kernel class over tiles of its rows.
 
-    def __init__(self, k: VectorKernel):
+    `result_in_ub`: a matmul epilogue whose `acc` is a row of the result block the cube
+    unit put in the UB (`accRow_`, set by the kernel's block loop) instead of a tile copied
+    from GM; operands every row of a block reads (outer stride 0 along M: a bias) are then
+    loaded once per block (`LoadShared`) and held."""
+
+    def __init__(self, k: VectorKernel, result_in_ub: bool = False):
         self.k = k
+        self.result_in_ub = result_in_ub
         self.pool = _Pool()
         self.streams = _Streams([*k.loads.values(), *(s for s, _ in k.stores)])
         self.methods: list[str] = []
@@ -343,6 +349,14 @@ class VectorBody:
         self.tile_loads = [s for s in k.loads.values() if s.is_tile]
         self.scalar_loads = [s for s in k.loads.values() if not s.is_tile]
         self.stored = [s for s, _ in k.stores]
+        self.acc = k.loads["acc"] if self.result_in_ub else None
+        self.shared = [
+            s
+            for s in self.tile_loads
+            if self.result_in_ub and s is not self.acc and not (s.outer and s.outer[-1])
+        ]
+        # tiles copied in from GM for every row (with a queue each)
+        self.queued = [s for s in self.tile_loads if s is not self.acc and s not in self.shared]
         self._validate()
         self.cvt = [s for s in [*self.tile_loads, *self.stored] if s.dtype != DType.float32]
         self._program()
@@ -370,14 +384,15 @@ class VectorBody:
             tiles=tiles,
             scalars={s.name: s.name for s in self.scalar_loads},
             destinations={s.name: _f32_name(s) for s in self.stored},
-            clobber=set(tiles),  # a loaded tile is read by this compute only
+            # a loaded tile is read by this compute only (a held shared one by every row)
+            clobber=set(tiles) - {s.name for s in self.shared},
         )
         itemsizes = [4] + [s.dtype.itemsize for s in [*self.tile_loads, *self.stored]]
         self.align = COMPARE_ALIGN // 4 if self.code.masks else UB_ALIGN // min(itemsizes)
 
     def _buffers(self) -> None:
         pool = self.pool
-        for s in self.tile_loads:
+        for s in [*self.queued, *self.shared]:
             pool.queue(self.streams.queue(s, False), "VECIN", CTYPES[s.dtype], s.dtype.itemsize)
         for s in self.stored:
             pool.queue(self.streams.queue(s, True), "VECOUT", CTYPES[s.dtype], s.dtype.itemsize)
@@ -388,16 +403,18 @@ class VectorBody:
             pool.block("scalarBuf_", SCALAR_BYTES)
         if self.code.library:
             pool.per_element += LIBRARY_BYTES_PER_ELEMENT
-        streamed = [*self.tile_loads, *self.stored]
+        streamed = [*self.queued, *self.shared, *self.stored]
         self.members = [f"int64_t {self.streams.base(s)} = 0;" for s in streamed]
         self.members += [f"float {s.name} = 0.0f;" for s in self.scalar_loads]
 
     def _methods(self) -> None:
-        streamed = [*self.tile_loads, *self.stored]
+        streamed = [*self.queued, *self.shared, *self.stored]
         locate = self.streams.locate_lines(self.k.outer_shape, streamed, self.scalar_loads)
-        copy_in = [x for s in self.tile_loads for x in self.streams.copy_in(s)]
+        copy_in = [x for s in self.queued for x in self.streams.copy_in(s)]
         copy_out = [x for s in self.stored for x in self.streams.copy_out(s)]
         self.methods += method("void Locate(uint64_t row, uint64_t col)", locate)
+        if self.shared:
+            self._shared_methods()
         self.methods += method("void CopyIn(uint32_t len)", copy_in or ["(void)len;"])
         self.methods += method("void Compute(uint32_t len)", self._compute_lines())
         self.methods += method("void CopyOut(uint32_t len)", copy_out)
@@ -407,14 +424,34 @@ class VectorBody:
             ["strided operands move through the scalar unit (slow path)"] if strided else []
         )
 
+    @staticmethod
+    def held(s: Stream) -> str:
+        return f"row_{s.name}_"
+
+    def _shared_methods(self) -> None:
+        """LoadShared(len) copies the block's shared operands in and holds them; FreeShared()."""
+        q = self.streams.queue
+        load = [x for s in self.shared for x in self.streams.copy_in(s)]
+        load += [f"{self.held(s)} = {q(s, False)}.DeQue<{CTYPES[s.dtype]}>();" for s in self.shared]
+        free = [f"{q(s, False)}.FreeTensor({self.held(s)});" for s in self.shared]
+        self.methods += method("void LoadShared(uint32_t len)", load)
+        self.methods += method("void FreeShared()", free)
+        self.members += [f"LocalTensor<{CTYPES[s.dtype]}> {self.held(s)};" for s in self.shared]
+
+    def _source(self, s: Stream) -> str:
+        """Where Compute finds a loaded tile: its queue, the held shared tile, the result row."""
+        if s is self.acc:
+            return "accRow_"
+        if s in self.shared:
+            return self.held(s)
+        return f"{self.streams.queue(s, False)}.DeQue<{CTYPES[s.dtype]}>()"
+
     def _compute_lines(self) -> list[str]:
         """DeQue the inputs, widen, compute, narrow, EnQue the outputs, free the inputs."""
         k, q = self.k, self.streams.queue
         lines = ["const uint32_t calcLen = MdslAlignUp(len, ALIGN);"]
         for s in self.tile_loads:
-            lines.append(
-                f"LocalTensor<{CTYPES[s.dtype]}> {s.name} = {q(s, False)}.DeQue<{CTYPES[s.dtype]}>();"
-            )
+            lines.append(f"LocalTensor<{CTYPES[s.dtype]}> {s.name} = {self._source(s)};")
         lines += _views(self.cvt, self.code)
         for s in self.stored:
             lines.append(
@@ -430,7 +467,7 @@ class VectorBody:
             if s.dtype != DType.float32:
                 lines.append(_narrow(s))
             lines.append(f"{q(s, True)}.EnQue({s.name});")
-        lines += [f"{q(s, False)}.FreeTensor({s.name});" for s in self.tile_loads]
+        lines += [f"{q(s, False)}.FreeTensor({s.name});" for s in self.queued]
         return lines
 
     def resources(self, split_rows: bool = True) -> Resources:

@@ -10,7 +10,8 @@ gathered element by element).
   merged dim is the row);
 - `Rowwise` -> `RowKernel` (the reduced axes, merged into one, are the row);
 - `Gemm` -> `MatmulKernel` (cube unit through the Matmul API; the epilogue is a
-  `VectorKernel` over the output with `acc` read back from the result);
+  `VectorKernel` over the output whose `acc` is the result: a row of a result block in the
+  UB on SoCs with separate cube and vector cores, else read back from GM);
 - `Conv` -> `Im2colKernel` + `MatmulKernel` (columns in the kernel workspace);
 - `Pool`, `Callback` and whatever the vector templates cannot express -> `HostKernel`,
   run on the host between launches.
@@ -124,6 +125,9 @@ class MatmulKernel:
     lda: int
     ldb: int
     epilogue: VectorKernel | None
+    # the epilogue runs on the result blocks in the UB (GetTensorC), C never reaches GM;
+    # the planner sets it where the SoC has the Matmul client (MIX mode)
+    result_in_ub: bool = False
 
     @property
     def batch(self) -> int:

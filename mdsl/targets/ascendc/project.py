@@ -73,6 +73,7 @@ ORIGIN = {
     kir.CustomCall: "C function call",
 }
 KFC_MSG_BYTES = 128  # sizeof(KfcMsg): the Matmul client's message area at the end of the UB
+MIN_BLOCK_ROWS = 16  # the lowest matmul base block (the cube works on 16 x 16 fractals)
 UNIT = {
     VectorKernel: "vector",
     RowKernel: "vector",
@@ -329,13 +330,17 @@ class _Planner:
         epilogue_tiling = None
         if a.epilogue is not None:
             self.check_vector_dtypes(a.epilogue, nodes)
-            body = VectorBody(a.epilogue)
+            # with the Matmul client (MIX mode) the epilogue reads the result blocks in the UB
+            a.result_in_ub = self.soc.split_cores
+            body = VectorBody(a.epilogue, a.result_in_ub)
+            resources = body.resources(False)
+            if a.result_in_ub:  # and a block of at least 16 result rows beside its tiles
+                per_element = resources.bytes_per_element + MIN_BLOCK_ROWS * a.out_dtype.itemsize
+                resources = dataclasses.replace(resources, bytes_per_element=per_element)
             # in MIX mode the Matmul client's message area takes the end of the UB
             reserved = KFC_MSG_BYTES if self.soc.split_cores else 0
             room = dataclasses.replace(self.soc, ub_bytes=self.soc.ub_bytes - reserved)
-            epilogue_tiling = self.rows(
-                a.name, nodes, 1, a.n, body.resources(False), cores=1, soc=room
-            )
+            epilogue_tiling = self.rows(a.name, nodes, 1, a.n, resources, cores=1, soc=room)
         return PlannedKernel(
             a, body, MatmulTiling(a.batch, epilogue_tiling), origin, body.notes if body else []
         )
@@ -602,6 +607,9 @@ def readme_context(project: AscendcProject) -> dict:
         "fallbacks": fallbacks,
         "diagnostics": [md_cell(str(d)) for d in project.diagnostics if d.level != "fallback"],
         "slow": ", ".join(slow),
+        "epilogue_in_ub": any(
+            isinstance(pk.kernel, MatmulKernel) and pk.kernel.result_in_ub for pk in project.kernels
+        ),
     }
 
 

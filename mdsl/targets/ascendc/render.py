@@ -113,8 +113,10 @@ def kernel_buffers(k) -> list[str]:
             if hasattr(p, "stream"):
                 add(p.stream.buffer)
     elif isinstance(k, MatmulKernel):
-        for buffer in (k.a.buffer, k.b.buffer, k.out.buffer):
-            add(buffer)
+        # with the result in the UB, C is in GM only where the epilogue stores it
+        matrices = (k.a, k.b) if k.result_in_ub else (k.a, k.b, k.out)
+        for access in matrices:
+            add(access.buffer)
         if k.epilogue is not None:
             for b in kernel_buffers(k.epilogue):
                 add(b)
@@ -263,7 +265,8 @@ def render_matmul(
     )
     ctx["includes"] = ["lib/matmul_intf.h"]
     init = []
-    for member, access in (("gmA_", k.a), ("gmB_", k.b), ("gmC_", k.out)):
+    matrices = (("gmA_", k.a), ("gmB_", k.b)) + (() if k.result_in_ub else (("gmC_", k.out),))
+    for member, access in matrices:
         init.append(_matrix_buffer(plan, member, access.buffer, k))
     gm_init, gm_members, methods, members, align = [], [], "", [], 8
     epilogue = pk.body
@@ -274,6 +277,10 @@ def render_matmul(
         members = gm_members + epilogue.pool.members + epilogue.members
         align = epilogue.align
         init += gm_init + epilogue.pool.init
+        if k.result_in_ub:  # one base block of C, its rows padded to whole tiles
+            init.append(
+                f"pipe_.InitBuffer(inQueue_c_, 1, tiling_.cubeTiling.baseM * tiling_.tileLength * sizeof({CTYPES[k.out_dtype]}));"
+            )
     batch_lines, names = decompose("batch", k.batch_shape)
     batch_lines = [x.replace("rest", "restBatch") for x in batch_lines]
     for label, access in (("A", k.a), ("B", k.b), ("C", k.out)):
@@ -289,6 +296,8 @@ def render_matmul(
         members=members,
         align=align,
         epilogue=epilogue is not None,
+        result_in_ub=k.result_in_ub,
+        shared_loads=bool(epilogue is not None and epilogue.shared),
         a_ctype=CTYPES[k.dtype],
         b_ctype=CTYPES[k.dtype],
         c_ctype=CTYPES[k.out_dtype],
@@ -419,6 +428,8 @@ def host_tiling_context(pk: PlannedKernel, forced: dict[str, int], soc: SocSpec)
             trans_a="true" if k.trans_a else "false",
             trans_b="true" if k.trans_b else "false",
             epilogue=pk.body is not None,
+            result_in_ub=k.result_in_ub,
+            c_bytes=k.out_dtype.itemsize,
             sub_blocks=soc.vector_blocks_per_core,
             local_workspace=soc.matmul_local_workspace,
         )

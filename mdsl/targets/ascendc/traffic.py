@@ -60,16 +60,31 @@ def gm_bytes(k) -> int:
     if isinstance(k, RowKernel):
         return _row_bytes(k)
     if isinstance(k, MatmulKernel):
-        size = k.dtype.itemsize
-        total = (
-            k.batch * (k.m * k.k + k.k * k.n) * size + k.batch * k.m * k.n * k.out_dtype.itemsize
-        )
+        operands = k.batch * (k.m * k.k + k.k * k.n) * k.dtype.itemsize
+        if k.result_in_ub:  # the epilogue reads C in the UB and stores the output
+            return operands + _epilogue_bytes(k)
+        total = operands + k.batch * k.m * k.n * k.out_dtype.itemsize
         if k.epilogue is not None:  # C goes to GM, the epilogue reads it back
             total += gm_bytes(k.epilogue)
         return total
     if isinstance(k, Im2colKernel):
         return k.units * k.width * 4 + k.col_elements * 4
     return 0
+
+
+def _epilogue_bytes(k: MatmulKernel) -> int:
+    """An epilogue on the result in the UB: its operands (one every row of a block reads,
+    outer stride 0 along M, is loaded once per block; later blocks find it in L2, so it
+    counts once per batch it varies over) and its stores; `acc` moves no GM bytes."""
+    ep = k.epilogue
+    total = sum(_stream_bytes(s, ep.rows, ep.row_length) for s, _ in ep.stores)
+    for name, s in ep.loads.items():
+        if name == "acc":
+            continue
+        shared = s.is_tile and not (s.outer and s.outer[-1])
+        varies = k.batch if any(s.outer[:-1]) else 1
+        total += _stream_bytes(s, varies if shared else ep.rows, ep.row_length)
+    return total
 
 
 def _row_bytes(k: RowKernel) -> int:

@@ -26,6 +26,7 @@ from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c
 from mdsl.targets.output_pool import OutputPool
 from mdsl.targets.python.control_flow import run_data_dependent
+from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
@@ -109,7 +110,9 @@ class CVariant:
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
         outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
-        self._shapes = PlanShapes(self.plan) if self.plan.uses_dims else None
+        self._shapes = (
+            PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
+        )
         if self._shapes is None:
             self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
             self._arena_size = self.plan.memory.arena_bytes + ALIGN

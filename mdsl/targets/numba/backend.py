@@ -55,6 +55,7 @@ from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.numba import support as numba_support
 from mdsl.targets.numba.render import render_numba, render_profile_driver
 from mdsl.targets.python.control_flow import run_data_dependent
+from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import PlanShapes, storage_shape
@@ -171,7 +172,9 @@ class NumbaVariant:
     def __post_init__(self):
         self._consts = [np.ascontiguousarray(c).reshape(-1) for c in self.plan.constants]
         self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
-        self._shapes = PlanShapes(self.plan) if self.plan.uses_dims else None
+        self._shapes = (
+            PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
+        )
         memory = self.plan.memory
         self._arena_size = (memory.arena_bytes if memory else 0) + ALIGN
         self._parallel = "parallel=True" in next(iter(self.sources.values()))

@@ -166,7 +166,23 @@ def run_data_dependent(node: Node, kernel, args: list, symbols: dict) -> list[np
         )
     bind_output_symbols(node, results, symbols, dynamic_symbols(node))
     check_dynamic_bounds(node, symbols)
+    bind_value_symbols(node, args[0] if args else None, symbols)
     return results
+
+
+def bind_value_symbols(node: Node, array, symbols: dict) -> None:
+    """Bind the symbols a ValueDims node reads off its input's values (checked to be
+    valid sizes, and equal to what a compiled run bound before it started)."""
+    from mdsl.ops.runtime_sizes import bound_values, value_symbols
+
+    if not value_symbols(node):
+        return
+    try:
+        values = bound_values(node, array)
+    except ShapeError as e:
+        raise _error(node, e.message) from None
+    for name, value in values.items():
+        _bind(node, f"value dim {name}", Dim(name), value, symbols)
 
 
 def check_dynamic_bounds(node: Node, symbols: dict) -> None:

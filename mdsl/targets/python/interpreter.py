@@ -96,6 +96,35 @@ def subgraph_runner(impl: str = "auto", record: dict | None = None):
     return Interpreter(impl, record).run_graph
 
 
+def bind_value_dims(g: Graph, env: Mapping[str, np.ndarray], symbols: Mapping[str, int]) -> dict:
+    """The symbols the ValueDims nodes of `g` bind, for feeds `env` (symbols: the feeds'):
+    the nodes their values depend on run here, before a compiled run plans its memory
+    (those are shape computations: a few small integer tensors)."""
+    from mdsl.ops.runtime_sizes import is_value_binder
+
+    binders = [n for n in g if is_value_binder(n)]
+    needed = _ancestors(binders)
+    bound = dict(symbols)
+    values: dict = {}
+    for node in g:
+        if id(node) in needed:
+            for tensor, value in zip(node.outputs, _run_node(node, values, env, "auto", bound, {})):
+                values[tensor] = value
+    return {s: v for s, v in bound.items() if s not in symbols}
+
+
+def _ancestors(nodes: list[Node]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(t.producer for t in node.inputs if t is not None)
+    return seen
+
+
 def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, record) -> list:
     if node.op_type == INPUT:
         return [env[node.name]]

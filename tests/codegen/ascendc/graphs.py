@@ -150,6 +150,33 @@ def cube_feeds(seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
+def epilogues() -> mdsl.Graph:
+    """Matmul epilogues on the result in the UB: float32 with a bias (read once per block)
+    and a residual (read per row), M = 70 and N = 270 (tails in both: two column blocks
+    of at most 256, and on a small UB several row blocks per core), and a float16 matmul
+    with a scale and a float16 bias."""
+    with mdsl.Graph("epilogues") as g:
+        x = g.input("x", (70, 24))
+        r = g.input("r", (70, 270))
+        xh = g.input("xh", (33, 32), "float16")
+        w = mdsl.param("w", (24, 270))
+        b = mdsl.param("b", (270,))
+        wh = mdsl.param("wh", (32, 40), "float16")
+        bh = mdsl.param("bh", (40,), "float16")
+        g.output(ops.tanh(x @ w + b + r), "dense_residual")
+        g.output((xh @ wh) * 0.5 + bh, "half_bias")
+    return g
+
+
+def epilogues_feeds(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "x": (rng.standard_normal((70, 24)) * 0.5).astype(np.float32),
+        "r": rng.standard_normal((70, 270)).astype(np.float32),
+        "xh": (rng.standard_normal((33, 32)) * 0.25).astype(np.float16),
+    }
+
+
 def soc_310p() -> mdsl.Graph:
     """What the 310P takes (no DataCopyPad, no float32 or bfloat16 on the cube): rows of
     whole 32-byte blocks, a float16 pointwise chain, a float32 softmax and layer norm, and a

@@ -40,7 +40,7 @@ def _graph(name: str):
     return build(), shapes
 
 
-PROJECTS = [*golden_graphs.GOLDEN, "vector_mix", "rows", "cube", *_examples()]
+PROJECTS = [*golden_graphs.GOLDEN, "vector_mix", "rows", "cube", "epilogues", *_examples()]
 CASES = [(name, family) for name in PROJECTS for family in sorted(SOCS)] + [("soc_310p", "200")]
 
 

@@ -113,8 +113,10 @@ def test_a_matmul_kernel_uses_the_matmul_api_and_a_vector_epilogue():
         "REGIST_MATMUL_OBJ(&op.pipe_, GetSysWorkSpacePtr(), op.mm, &tilingData.cubeTiling);",
         "mm.SetTensorA(gmA_[offsetA + static_cast<uint64_t>(m0) * 50], false);",
         "mm.SetTensorB(gmB_[offsetB + n0], false);",
-        "mm.IterateAll(gmC_[offsetC + static_cast<uint64_t>(m0) * 29 + n0]);",
-        "Epilogue(batch, m0, mLen, n0, nLen);",
+        "for (uint32_t count = 0; mm.template Iterate<true>(); ++count) {",
+        "mm.template GetTensorC<true, true>(block, 0, true, rows, cols, 0, gap);",
+        "Epilogue(batch, m0 + bm * cube.baseM, rows, n0 + bn * cube.baseN, cols, stride);",
+        "accRow_ = block[i * stride];",
         "Erf(acc, acc, calcLen);",
     ):
         assert piece in text, piece

@@ -80,6 +80,13 @@ public:
     int32_t SetOrgShape(int32_t m, int32_t n, int32_t ka, int32_t) { return SetOrgShape(m, n, ka); }
     int32_t SetBias(bool isBias = false) { bias_ = isBias; return 0; }
     int32_t SetBufferSpace(int32_t = -1, int32_t = -1, int32_t = -1, int32_t = -1) { return 0; }
+    /* fixed base block sizes (-1: the planner's own), as CANN's SetFixSplit */
+    int32_t SetFixSplit(int32_t baseM = -1, int32_t baseN = -1, int32_t baseK = -1) {
+        fixM_ = baseM;
+        fixN_ = baseN;
+        (void)baseK;
+        return 0;
+    }
 
     int64_t GetTiling(optiling::TCubeTiling &t) {
         if (m_ <= 0 || n_ <= 0 || k_ <= 0) return -1;
@@ -87,7 +94,9 @@ public:
         const int32_t mDim = std::min(dim_, Ceil(m_, 16));
         const int32_t nDim = std::max(1, std::min(dim_ / mDim, Ceil(n_, 16)));
         const int32_t singleM = Split(m_, mDim), singleN = Split(n_, nDim);
-        const int32_t baseM = std::min(128, Align(singleM, 16)), baseN = std::min(256, Align(singleN, 16));
+        const int32_t baseM = fixM_ > 0 ? fixM_ : std::min(128, Align(singleM, 16));
+        const int32_t baseN = fixN_ > 0 ? fixN_ : std::min(256, Align(singleN, 16));
+        if (baseM % 16 != 0 || baseN % 16 != 0) return -1;
         const int32_t l0a = 64 * 1024 / (baseM * SizeOf(a_)), l0b = 64 * 1024 / (baseN * SizeOf(b_));
         t.set_M(M);
         t.set_N(N);
@@ -120,7 +129,7 @@ public:
     }
 
 private:
-    int32_t dim_ = 1, m_ = 0, n_ = 0, k_ = 0, orgM_ = 0, orgN_ = 0, orgK_ = 0;
+    int32_t dim_ = 1, m_ = 0, n_ = 0, k_ = 0, orgM_ = 0, orgN_ = 0, orgK_ = 0, fixM_ = -1, fixN_ = -1;
     DataType a_ = DataType::DT_FLOAT16, b_ = DataType::DT_FLOAT16, c_ = DataType::DT_FLOAT;
     bool transA_ = false, transB_ = false, bias_ = false;
 

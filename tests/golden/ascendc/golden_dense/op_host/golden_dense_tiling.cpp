@@ -39,7 +39,7 @@ uint32_t Tiling_k1_gemm_relu(const platform_ascendc::PlatformAscendC &platform, 
                         matmul_tiling::DataType::DT_FLOAT, false);
     cubeTiling.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
                         matmul_tiling::DataType::DT_FLOAT, false);
-    cubeTiling.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
+    cubeTiling.SetCType(matmul_tiling::TPosition::VECIN, matmul_tiling::CubeFormat::ND_ALIGN,
                         matmul_tiling::DataType::DT_FLOAT);
     cubeTiling.SetShape(9, 12, 20);
     cubeTiling.SetOrgShape(9, 12, 20);
@@ -61,12 +61,27 @@ uint32_t Tiling_k1_gemm_relu(const platform_ascendc::PlatformAscendC &platform, 
     MdslRowPlan plan;
     const uint64_t mBlocks = MdslCeilDiv(9, singleM);
     const uint64_t nBlocks = MdslCeilDiv(12, singleN);
-    /* the epilogue's tiles cover one row of a core's block, in the UB the Matmul API leaves */
-    if (!MdslPlanRows(1, singleN, 24, 0, 8, false, 0, 1,
-                      UbBytes(platform) - reserved, plan)) {
+    /* the epilogue runs on each baseM x baseN result block in the UB (GetTensorC): the block
+     * (rows padded to whole tiles), the epilogue's tiles for one of its rows and the Matmul
+     * message area must fit; a lower block is asked for when they do not */
+    const uint32_t baseN = static_cast<uint32_t>(tiling.cubeTiling.get_baseN());
+    const uint64_t tile = MdslCeilDiv(baseN < singleN ? baseN : singleN, 8) * 8;
+    const uint32_t baseM = static_cast<uint32_t>(tiling.cubeTiling.get_baseM());
+    const uint32_t blockRows = MdslFitBlockRows(baseM, tile, 16, 0, 4,
+                                                UbBytes(platform) - reserved);
+    if (blockRows == 0) {
         return 0;
     }
-    tiling.set_tileLength(plan.tileLength);
+    if (blockRows != baseM) {
+        cubeTiling.SetFixSplit(static_cast<int32_t>(blockRows), static_cast<int32_t>(baseN), -1);
+        if (cubeTiling.GetTiling(tiling.cubeTiling) == -1 ||
+            static_cast<uint32_t>(tiling.cubeTiling.get_baseM()) != blockRows ||
+            static_cast<uint64_t>(tiling.cubeTiling.get_singleCoreM()) != singleM ||
+            static_cast<uint64_t>(tiling.cubeTiling.get_singleCoreN()) != singleN) {
+            return 0;
+        }
+    }
+    tiling.set_tileLength(static_cast<uint32_t>(tile));
     MdslSpread(batch * mBlocks * nBlocks, cores, plan);
     tiling.set_batch(batch);
     tiling.set_mBlocks(static_cast<uint32_t>(mBlocks));

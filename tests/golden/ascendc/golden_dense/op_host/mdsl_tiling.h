@@ -68,4 +68,18 @@ inline bool MdslPlanRows(uint64_t rows, uint64_t rowLength, uint32_t bytesPerEle
     return true;
 }
 
+/* A matmul epilogue on the result in the UB: the largest base-block height (a multiple of
+ * 16, at most `baseM`) such that fixedBytes + bytesPerElement * tile (the epilogue's tiles
+ * for one block row) + height * tile * resultBytes (the block) fits `ubBytes`; 0: none. */
+inline uint32_t MdslFitBlockRows(uint32_t baseM, uint64_t tile, uint32_t bytesPerElement, uint32_t fixedBytes,
+                                 uint32_t resultBytes, uint64_t ubBytes)
+{
+    const uint64_t rowTiles = fixedBytes + static_cast<uint64_t>(bytesPerElement) * tile;
+    if (ubBytes <= rowTiles) {
+        return 0;
+    }
+    const uint64_t rows = (ubBytes - rowTiles) / (tile * resultBytes) / 16 * 16;
+    return static_cast<uint32_t>(rows < baseM ? rows : baseM);
+}
+
 #endif  // MDSL_TILING_H

@@ -15,7 +15,8 @@ class KernelK1GemmRelu {
 public:
     using AType = MatmulType<TPosition::GM, CubeFormat::ND, float, false>;
     using BType = MatmulType<TPosition::GM, CubeFormat::ND, float, false>;
-    using CType = MatmulType<TPosition::GM, CubeFormat::ND, float>;
+    /* C in the UB of the vector core, rows padded to 32 bytes: the epilogue's input */
+    using CType = MatmulType<TPosition::VECIN, CubeFormat::ND_ALIGN, float>;
 
     __aicore__ inline KernelK1GemmRelu() {}
 
@@ -24,17 +25,17 @@ public:
         tiling_ = tiling;
         gmA_.SetGlobalBuffer((__gm__ float *)in0, 180);
         gmB_.SetGlobalBuffer((__gm__ float *)c0, 240);
-        gmC_.SetGlobalBuffer((__gm__ float *)out0, 108);
         gm_c1.SetGlobalBuffer((__gm__ float *)c1, 12);
         gm_out0.SetGlobalBuffer((__gm__ float *)out0, 108);
-        pipe_.InitBuffer(inQueue_acc_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
         pipe_.InitBuffer(inQueue_bias_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
         pipe_.InitBuffer(outQueue_st0_, BUFFER_NUM, tiling_.tileLength * sizeof(float));
+        pipe_.InitBuffer(inQueue_c_, 1, tiling_.cubeTiling.baseM * tiling_.tileLength * sizeof(float));
     }
 
     /* units of work: (batch, block of M, block of N), spread over the vector blocks (in MIX
-     * mode two per cube core); each block's result goes through the cube unit (IterateAll)
-     * and then, row by row, through the epilogue */
+     * mode two per cube core); the cube unit hands each unit's result to this vector core
+     * one baseM x baseN block at a time (Iterate, GetTensorC into the UB), and the epilogue
+     * runs on the block there: C never goes to global memory */
     __aicore__ inline void Process()
     {
         const TCubeTiling &cube = tiling_.cubeTiling;
@@ -55,8 +56,23 @@ public:
             mm.SetTensorA(gmA_[offsetA + static_cast<uint64_t>(m0) * 20], false);
             mm.SetTensorB(gmB_[offsetB + n0], false);
             mm.SetTail(mLen, nLen, cube.singleCoreK);
-            mm.IterateAll(gmC_[offsetC + static_cast<uint64_t>(m0) * 12 + n0]);
-            Epilogue(batch, m0, mLen, n0, nLen);
+            (void)offsetC;
+            const uint32_t mIter = (mLen + cube.baseM - 1) / cube.baseM;
+            const uint32_t nIter = (nLen + cube.baseN - 1) / cube.baseN;
+            for (uint32_t count = 0; mm.template Iterate<true>(); ++count) {
+                /* the block's place in this unit, in the tiling's order (0: along M first) */
+                const uint32_t bm = cube.iterateOrder == 0 ? count % mIter : count / nIter;
+                const uint32_t bn = cube.iterateOrder == 0 ? count / mIter : count % nIter;
+                const uint32_t rows = mLen - bm * cube.baseM < static_cast<uint32_t>(cube.baseM) ? mLen - bm * cube.baseM : cube.baseM;
+                const uint32_t cols = nLen - bn * cube.baseN < static_cast<uint32_t>(cube.baseN) ? nLen - bn * cube.baseN : cube.baseN;
+                const uint32_t stride = MdslAlignUp(cols, ALIGN);
+                LocalTensor<float> block = inQueue_c_.AllocTensor<float>();
+                /* rows of `cols` elements, each padded to 32 bytes and then to `stride` */
+                const uint32_t gap = (stride - MdslAlignUp(cols, C_PER_BLOCK)) / C_PER_BLOCK;
+                mm.template GetTensorC<true, true>(block, 0, true, rows, cols, 0, gap);
+                inQueue_c_.EnQue(block);
+                Epilogue(batch, m0 + bm * cube.baseM, rows, n0 + bn * cube.baseN, cols, stride);
+            }
         }
         mm.End();
     }
@@ -66,52 +82,62 @@ public:
 
 private:
     static constexpr uint32_t ALIGN = 8;  // tile alignment in elements
+    static constexpr uint32_t C_PER_BLOCK = 32 / sizeof(float);  // elements of C in 32 bytes
+    static_assert(ALIGN % C_PER_BLOCK == 0, "block rows are whole 32-byte blocks");
 
-    /* the fused pointwise epilogue on the vector unit, over this block of the result */
-    __aicore__ inline void Epilogue(uint32_t batch, uint32_t m0, uint32_t mLen, uint32_t n0, uint32_t nLen)
+    /* the fused pointwise epilogue on the vector unit, row by row over a result block in
+     * the UB (rows `stride` elements apart); operands every row reads (a bias) are loaded
+     * once per block */
+    __aicore__ inline void Epilogue(uint32_t batch, uint32_t r0, uint32_t rows, uint32_t c0, uint32_t cols, uint32_t stride)
     {
-        const uint32_t tiles = (nLen + tiling_.tileLength - 1) / tiling_.tileLength;
-        for (uint32_t i = 0; i < mLen; ++i) {
-            for (uint32_t tile = 0; tile < tiles; ++tile) {
-                const uint32_t col = tile * tiling_.tileLength;
-                const uint32_t len = nLen - col < tiling_.tileLength ? nLen - col : tiling_.tileLength;
-                Locate(static_cast<uint64_t>(batch) * 9 + m0 + i, n0 + col);
-                CopyIn(len);
-                Compute(len);
-                CopyOut(len);
-            }
+        LocalTensor<float> block = inQueue_c_.DeQue<float>();
+        Locate(static_cast<uint64_t>(batch) * 9 + r0, c0);
+        LoadShared(cols);
+        for (uint32_t i = 0; i < rows; ++i) {
+            accRow_ = block[i * stride];
+            Locate(static_cast<uint64_t>(batch) * 9 + r0 + i, c0);
+            CopyIn(cols);
+            Compute(cols);
+            CopyOut(cols);
         }
+        FreeShared();
+        inQueue_c_.FreeTensor(block);
     }
 
     __aicore__ inline void Locate(uint64_t row, uint64_t col)
     {
         const uint64_t o0 = row;
-        base_acc_ = o0 * 12 + col;
         base_bias_ = col;
         base_st0_ = o0 * 12 + col;
     }
 
-    __aicore__ inline void CopyIn(uint32_t len)
+    __aicore__ inline void LoadShared(uint32_t len)
     {
-        LocalTensor<float> acc = inQueue_acc_.AllocTensor<float>();
-        MdslCopyIn(acc, gm_out0[base_acc_], len);
-        inQueue_acc_.EnQue(acc);
         LocalTensor<float> bias = inQueue_bias_.AllocTensor<float>();
         MdslCopyIn(bias, gm_c1[base_bias_], len);
         inQueue_bias_.EnQue(bias);
+        row_bias_ = inQueue_bias_.DeQue<float>();
+    }
+
+    __aicore__ inline void FreeShared()
+    {
+        inQueue_bias_.FreeTensor(row_bias_);
+    }
+
+    __aicore__ inline void CopyIn(uint32_t len)
+    {
+        (void)len;
     }
 
     __aicore__ inline void Compute(uint32_t len)
     {
         const uint32_t calcLen = MdslAlignUp(len, ALIGN);
-        LocalTensor<float> acc = inQueue_acc_.DeQue<float>();
-        LocalTensor<float> bias = inQueue_bias_.DeQue<float>();
+        LocalTensor<float> acc = accRow_;
+        LocalTensor<float> bias = row_bias_;
         LocalTensor<float> st0 = outQueue_st0_.AllocTensor<float>();
         Add(acc, acc, bias, calcLen);
         Relu(st0, acc, calcLen);
         outQueue_st0_.EnQue(st0);
-        inQueue_acc_.FreeTensor(acc);
-        inQueue_bias_.FreeTensor(bias);
     }
 
     __aicore__ inline void CopyOut(uint32_t len)
@@ -124,15 +150,15 @@ private:
     K1GemmReluTilingData tiling_;
     GlobalTensor<float> gmA_;
     GlobalTensor<float> gmB_;
-    GlobalTensor<float> gmC_;
+    TQue<QuePosition::VECIN, 1> inQueue_c_;  // one result block
+    LocalTensor<float> accRow_;  // the block row the epilogue works on
     GlobalTensor<float> gm_c1;
     GlobalTensor<float> gm_out0;
-    TQue<QuePosition::VECIN, BUFFER_NUM> inQueue_acc_;
     TQue<QuePosition::VECIN, BUFFER_NUM> inQueue_bias_;
     TQue<QuePosition::VECOUT, BUFFER_NUM> outQueue_st0_;
-    int64_t base_acc_ = 0;
     int64_t base_bias_ = 0;
     int64_t base_st0_ = 0;
+    LocalTensor<float> row_bias_;
 };
 
 extern "C" __global__ __aicore__ void k1_gemm_relu(GM_ADDR in0, GM_ADDR c0, GM_ADDR c1, GM_ADDR out0, GM_ADDR workspace, GM_ADDR tiling)

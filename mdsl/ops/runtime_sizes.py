@@ -1,0 +1,165 @@
+"""Sizes read from a tensor's values at run time: the ValueDims op.
+
+A model may compute a shape from its *data*: Range up to a length it is fed, a Pad by
+pads it computes, ConstantOfShape of a size tensor. mdsl holds those parameters as
+attributes (so shape inference sees them), which may be symbolic dims. `ValueDims(v)`
+turns the elements of a small integer tensor `v` into fresh symbols, its `dynamic`
+attr, one per element in row-major order: the node passes `v` through unchanged and
+binds each symbol to its element when it runs; ops downstream use the symbols in their
+attributes like a feed's symbols (docs/dynamic-shapes.md, "value dims").
+
+Every backend binds them before the sizes they decide are needed: the interpreter when
+the node runs; compiled backends before the run (`mdsl.targets.signatures`: the nodes
+the values depend on run in the interpreter first), so memory is planned per call with
+the actual sizes. A value below 0 or above `mdsl.ir.dim.MAX_DIM` is an ExecutionError
+naming the node.
+
+>>> import numpy as np, mdsl
+>>> with mdsl.Graph("ramp") as g:
+...     n = g.input("n", (), "int64")
+...     (length,) = value_dims(n)
+...     g.output(mdsl.ops.constant_of_shape((length, 2), 1.0), "y")
+>>> mdsl.interpret(g, {"n": np.int64(3)})["y"].shape
+(3, 2)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mdsl.ir.dim import MAX_DIM
+from mdsl.ir.errors import ShapeError
+from mdsl.ir.tensor_type import TensorType
+from mdsl.ops.bindings import register_op_impl
+from mdsl.ops.dynamic import DYNAMIC, data_dependent, value_dim
+from mdsl.ops.proto import op_proto
+from mdsl.ops.registry import Attr, check
+from mdsl.ops.shape_rules import normalize_axes, numel
+
+VALUE_DIMS = "ValueDims"
+MAX_VALUE_DIMS = 64  # elements: a value dims tensor is a shape, a count, some pads
+
+
+@op_proto(
+    VALUE_DIMS,
+    inputs={"values": "int"},
+    outputs={"output": "int"},
+    attrs={DYNAMIC: Attr([str], default=())},
+    category="opaque",
+)
+def _value_dims(v, *, dynamic):
+    """`v` unchanged; its elements become the symbols `dynamic` when the node runs."""
+    check(v.is_static, f"a value dims tensor needs a static shape, got {v.describe()}")
+    count = numel(v.shape)
+    check(count <= MAX_VALUE_DIMS, f"{count} values; at most {MAX_VALUE_DIMS} become dims")
+    check(len(dynamic) == count, f"{len(dynamic)} symbol names for {count} values")
+    return TensorType(v.shape, v.dtype)
+
+
+def value_dims(v, *, name: str | None = None) -> tuple:
+    """The elements of integer tensor `v` (static shape, at most 64 elements) as symbolic
+    dims bound at run time, in row-major order."""
+    out = _value_dims(v, name=name)
+    return tuple(value_dim(s, hi=MAX_DIM) for s in out.producer.attrs[DYNAMIC])
+
+
+def is_value_binder(node) -> bool:
+    return node.op_type == VALUE_DIMS
+
+
+def value_symbols(node) -> tuple[str, ...]:
+    """The symbols value-binder `node` binds from its input's values (else empty)."""
+    return tuple(node.attrs.get(DYNAMIC) or ()) if is_value_binder(node) else ()
+
+
+def bound_values(node, array) -> dict[str, int]:
+    """symbol -> value for value-binder `node` run on `array`; a ShapeError when a value
+    is no valid size."""
+    values = np.asarray(array).reshape(-1)
+    out = {}
+    for symbol, value in zip(value_symbols(node), values.tolist()):
+        if not 0 <= int(value) <= MAX_DIM:
+            raise ShapeError(
+                f"value {value} of {node.inputs[0].name} becomes dim {symbol}, which must "
+                f"be in [0, {MAX_DIM}]: a size computed at run time is negative or too large"
+            )
+        out[symbol] = int(value)
+    return out
+
+
+register_op_impl(VALUE_DIMS, lambda v, **_: np.array(v, copy=True))
+data_dependent(VALUE_DIMS, count=lambda v, **_: numel(v.shape), bounds=lambda v, **_: [])
+
+
+@op_proto(
+    "DynamicSlice",
+    inputs={"x": "any", "starts": "int", "ends": "int"},
+    outputs={"y": "any"},
+    attrs={
+        "axes": Attr([int], default=None),
+        "steps": Attr([int], default=None),
+        DYNAMIC: Attr([str], default=()),
+    },
+    category="opaque",
+)
+def _dynamic_slice(x, starts, ends, *, axes, steps, dynamic):
+    """`x[starts:ends:steps]` along `axes` with `starts` and `ends` read at run time
+    (ONNX Slice, its clamping and negative indices): each sliced axis gets a
+    data-dependent length, at most the axis' size."""
+    count = _sliced_count(starts, ends, axes, steps)
+    axes = tuple(range(count)) if axes is None else normalize_axes(axes, x.rank)
+    check(len(set(axes)) == len(axes), f"axes {axes} repeat an axis")
+    check(steps is None or all(s != 0 for s in steps), "slice steps must not be 0")
+    shape = list(x.shape)
+    for axis, symbol in zip(axes, dynamic):
+        shape[axis] = value_dim(symbol)
+    return TensorType(tuple(shape), x.dtype)
+
+
+def dynamic_slice(x, starts, ends, axes=None, steps=None, *, name: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, `starts` and `ends` int64 tensors read at run
+    time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (5,))
+    ...     s, e = g.input("s", (1,), "int64"), g.input("e", (1,), "int64")
+    ...     g.output(mdsl.ops.dynamic_slice(x, s, e), "y")
+    >>> mdsl.interpret(g, {"x": np.arange(5, dtype=np.float32), "s": np.array([-3]),
+    ...                    "e": np.array([99])})["y"]
+    array([2., 3., 4.], dtype=float32)
+    """
+    return _dynamic_slice(x, starts, ends, axes=axes, steps=steps, name=name)
+
+
+def _sliced_count(starts, ends, axes, steps) -> int:
+    check(starts.rank == 1 and ends.rank == 1, "starts and ends must be 1-D")
+    check(starts.is_static and ends.is_static, "starts and ends need static lengths")
+    count = starts.shape[0]
+    check(ends.shape[0] == count, f"{count} starts but {ends.shape[0]} ends")
+    for what, given in (("axes", axes), ("steps", steps)):
+        check(given is None or len(given) == count, f"{what} must have {count} entries")
+    return count
+
+
+def _dynamic_slice_ref(x, starts, ends, *, axes, steps, **_):
+    count = len(starts)
+    axes = range(count) if axes is None else [a % x.ndim for a in axes]
+    steps = [1] * count if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for a, s, e, st in zip(axes, starts.tolist(), ends.tolist(), steps):
+        index[a] = slice(s, e, st)
+    return np.ascontiguousarray(x[tuple(index)])
+
+
+def _slice_bounds(x, starts, ends, *, axes, steps, **_):
+    count = starts.shape[0]
+    axes = range(count) if axes is None else normalize_axes(axes, x.rank)
+    steps = [1] * count if steps is None else steps
+    return [x.shape[a] if abs(st) == 1 else -(-x.shape[a] // abs(st)) for a, st in zip(axes, steps)]
+
+
+register_op_impl("DynamicSlice", _dynamic_slice_ref)
+data_dependent(
+    "DynamicSlice", count=lambda x, starts, ends, **_: starts.shape[0], bounds=_slice_bounds
+)

@@ -32,6 +32,7 @@ import onnx_graphs  # noqa: E402
 from onnx_graphs import OnnxBuilder  # noqa: E402
 
 import mdsl  # noqa: E402
+from mdsl.codegen import onednn as mdsl_onednn  # noqa: E402
 from mdsl.frontends import onnx as mdsl_onnx  # noqa: E402
 
 RNG = np.random.default_rng(16)
@@ -279,6 +280,10 @@ def run_case(name: str, threads: list[int], budget_s: float, onednn: bool = Fals
         fns = {"mdsl": lambda e=exe: e(**feeds), "ort": lambda s=sess: s.run(None, feeds)}
         impls = {}
         if onednn:
+            with mdsl_onednn.disabled():  # plans are made by the first call
+                hand = mdsl.compile(graph, "c", threads=t)
+                hand(**feeds)
+            fns["mdsl-hand"] = lambda e=hand: e(**feeds)
             for key, (fn, impl) in _onednn_contenders(model, feeds, theirs, t).items():
                 fns[key], impls[key] = fn, impl
         times = _interleaved(fns, 200, budget_s)
@@ -327,7 +332,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--onednn",
         action="store_true",
-        help="add oneDNN convolution chains (onednn-cpu-gomp) as contenders: "
+        help="add mdsl-c without oneDNN (mdsl-hand: its hand-written kernels) and oneDNN "
+        "convolution chains (onednn-cpu-gomp) as contenders: "
         + ", ".join(f"{k} = {v} activations" for k, v in ONEDNN_LAYOUTS.items())
         + ", dnnl-convs = the blocked chain's convolutions without its reorders",
     )
@@ -353,7 +359,7 @@ def main(argv=None) -> int:
     try:
         if args.thread_rule:
             return _print_thread_rule(names, args.budget)
-        keys = ["mdsl", *((*ONEDNN_LAYOUTS, "dnnl-convs") if args.onednn else ())]
+        keys = ["mdsl", *(("mdsl-hand", *ONEDNN_LAYOUTS, "dnnl-convs") if args.onednn else ())]
         print(
             "| case | threads | ORT ms | "
             + " | ".join(f"{k} ms | {k}/ORT median (spread)" for k in keys)

@@ -208,6 +208,10 @@ class Conv:
     packed_w: str = ""
     offsets: str = ""
     grid_width: int = 0
+    # computed by oneDNN (`mdsl.codegen.onednn`): its kernel's name, and the floats of the
+    # scratch that hold the blocked source (the blocked destination follows)
+    onednn: str = ""
+    onednn_src_elems: int = 0
 
 
 @dataclass(slots=True)

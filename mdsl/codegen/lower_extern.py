@@ -19,7 +19,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
-from mdsl.codegen.packing import with_packed_conv_weights, with_packed_weights
+from mdsl.codegen.packing import with_onednn, with_packed_conv_weights, with_packed_weights
 from mdsl.codegen.strided_operands import transpose_view
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -228,7 +228,9 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         _unless_trivial(epilogue, target),
         space,
     )
-    conv = with_packed_conv_weights(ctx, conv, w)
+    conv = with_onednn(ctx, conv, w)
+    if not conv.onednn:
+        conv = with_packed_conv_weights(ctx, conv, w)
     if conv.scratch_elems:
         conv.scratch = ctx.scratch(conv.scratch_elems, DType.float32)
     return conv

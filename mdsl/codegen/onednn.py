@@ -13,11 +13,15 @@ kernels; nothing else changes.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 SONAME = "libdnnl.so.3"
 
@@ -100,6 +104,30 @@ dnnl_status_t dnnl_stream_wait(dnnl_stream_t stream);
 """
 
 
+_OFF: list[bool] = []  # set by `disabled()`
+
+
+@contextlib.contextmanager
+def disabled():
+    """Plans made inside keep mdsl's own convolution kernels, as without oneDNN (for
+    side-by-side benchmarks and tests of both paths).
+
+    >>> with disabled():
+    ...     available()
+    False
+    """
+    _OFF.append(True)
+    try:
+        yield
+    finally:
+        _OFF.pop()
+
+
+def available() -> bool:
+    """Whether plans may use oneDNN now (installed, not turned off)."""
+    return not _OFF and library_path() is not None
+
+
 def _candidates() -> list[Path]:
     dirs = [Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib"]
     dirs += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
@@ -125,3 +153,151 @@ def _is_v3(path: Path) -> bool:
         return False
     lib.dnnl_version.restype = ctypes.POINTER(ctypes.c_int * 3)
     return lib.dnnl_version().contents[0] == 3
+
+
+# -- plan time: which convolutions go to oneDNN --------------------------------------------------
+@dataclass(frozen=True)
+class ConvProbe:
+    """What oneDNN chose for one convolution: its kernel, and the floats of the blocked
+    source and destination it needs beside mdsl's NCHW tensors (0: it reads / writes
+    the NCHW tensor itself)."""
+
+    impl: str
+    src_elems: int
+    dst_elems: int
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A convolution as oneDNN's C API takes it: NCHW dims, weights (groups first when
+    grouped), strides, dilations minus one, padding before and after."""
+
+    x: tuple[int, ...]
+    w: tuple[int, ...]
+    y: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilates: tuple[int, ...]
+    pad_l: tuple[int, ...]
+    pad_r: tuple[int, ...]
+
+
+# kernels worth the two reorders; `gemm` (im2col) and `ref` ones are not
+FAST_IMPLS = ("brgconv", "jit")
+
+
+@functools.lru_cache(maxsize=1)
+def _ffi_lib():
+    import cffi
+
+    path = library_path()
+    if path is None:
+        return None
+    ffi = cffi.FFI()
+    ffi.cdef(DECLARATIONS)
+    return ffi, ffi.dlopen(str(path))
+
+
+class _Conv:
+    """A convolution's primitive descriptor, made through cffi at plan time."""
+
+    def __init__(self, shape: ConvShape):
+        self.ffi, self.lib = _ffi_lib()
+        self.engine = self.ffi.new("dnnl_engine_t *")
+        self.pd = self.ffi.new("dnnl_primitive_desc_t *")
+        self.ok = self.lib.dnnl_engine_create(self.engine, CPU, 0) == 0 and (
+            self.lib.dnnl_convolution_forward_primitive_desc_create(
+                self.pd,
+                self.engine[0],
+                FORWARD_INFERENCE,
+                CONVOLUTION_DIRECT,
+                self.md(shape.x, FORMAT_TAG_ANY),
+                self.md(shape.w, FORMAT_TAG_ANY),
+                self.ffi.NULL,
+                self.md(shape.y, FORMAT_TAG_ANY),
+                *(self.dims(v) for v in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r)),
+                self.ffi.NULL,
+            )
+            == 0
+        )
+
+    def dims(self, values):
+        return self.ffi.new("int64_t[12]", list(values))
+
+    def md(self, dims, tag=None):
+        """A memory desc of `dims`: plain row-major strides, or of format `tag`."""
+        out = self.ffi.new("dnnl_memory_desc_t *")
+        if tag is not None:
+            self.lib.dnnl_memory_desc_create_with_tag(out, len(dims), self.dims(dims), F32, tag)
+            return out[0]
+        strides = [1] * len(dims)
+        for i in range(len(dims) - 2, -1, -1):
+            strides[i] = strides[i + 1] * dims[i + 1]
+        self.lib.dnnl_memory_desc_create_with_strides(
+            out, len(dims), self.dims(dims), F32, self.dims(strides)
+        )
+        return out[0]
+
+    def query(self, what):
+        return self.lib.dnnl_primitive_desc_query_md(self.pd[0], what, 0)
+
+    def extra_floats(self, what, dims) -> int:
+        """Floats of the blocked tensor `what` beside the plain one of `dims` (0: the
+        primitive reads or writes the plain one)."""
+        chosen = self.query(what)
+        if self.lib.dnnl_memory_desc_equal(chosen, self.md(dims)):
+            return 0
+        return -(-self.lib.dnnl_memory_desc_get_size(chosen) // 64) * 16  # whole cache lines
+
+    def impl(self) -> str:
+        out = self.ffi.new("char **")
+        self.lib.dnnl_primitive_desc_query(self.pd[0], QUERY_IMPL_INFO_STR, 0, out)
+        return self.ffi.string(out[0]).decode()
+
+    def reordered_weights(self, w_shape, weights: np.ndarray) -> np.ndarray:
+        """`weights` (plain, of `w_shape`) in the layout the primitive reads."""
+        ffi, lib = self.ffi, self.lib
+        plain, blocked = self.md(w_shape), self.query(QUERY_WEIGHTS_MD)
+        src = np.ascontiguousarray(weights, np.float32)
+        out = np.zeros(-(-lib.dnnl_memory_desc_get_size(blocked) // 4), np.float32)
+        rpd, prim = ffi.new("dnnl_primitive_desc_t *"), ffi.new("dnnl_primitive_t *")
+        stream = ffi.new("dnnl_stream_t *")
+        mems = [ffi.new("dnnl_memory_t *") for _ in range(2)]
+        e = self.engine[0]
+        ok = (
+            lib.dnnl_reorder_primitive_desc_create(rpd, plain, e, blocked, e, ffi.NULL) == 0
+            and lib.dnnl_primitive_create(prim, rpd[0]) == 0
+            and lib.dnnl_stream_create(stream, e, STREAM_DEFAULT) == 0
+            and lib.dnnl_memory_create(mems[0], plain, e, ffi.from_buffer(src)) == 0
+            and lib.dnnl_memory_create(mems[1], blocked, e, ffi.from_buffer(out)) == 0
+        )
+        args = ffi.new("dnnl_exec_arg_t[2]", [(ARG_FROM, mems[0][0]), (ARG_TO, mems[1][0])])
+        if not ok or lib.dnnl_primitive_execute(prim[0], stream[0], 2, args) != 0:
+            raise RuntimeError("oneDNN could not reorder convolution weights")
+        lib.dnnl_stream_wait(stream[0])
+        for m in mems:
+            lib.dnnl_memory_destroy(m[0])
+        lib.dnnl_primitive_destroy(prim[0])
+        return out
+
+
+@functools.lru_cache(maxsize=512)
+def probe_conv(shape: ConvShape) -> ConvProbe | None:
+    """oneDNN's choice for `shape` (forward inference, float32, source, weights and
+    destination `any`), or None when oneDNN is missing or refuses it (`available()` is
+    not asked)."""
+    if _ffi_lib() is None:
+        return None
+    conv = _Conv(shape)
+    if not conv.ok:
+        return None
+    return ConvProbe(
+        conv.impl(),
+        conv.extra_floats(QUERY_SRC_MD, shape.x),
+        conv.extra_floats(QUERY_DST_MD, shape.y),
+    )
+
+
+def reordered_weights(shape: ConvShape, weights: np.ndarray) -> np.ndarray:
+    """The OIHW `weights` of the convolution `shape` in the blocked layout its oneDNN
+    primitive reads (flat float32), made at plan time."""
+    return _Conv(shape).reordered_weights(shape.w, weights.reshape(shape.w))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdsl.codegen import kir
+from mdsl.codegen import kir, onednn
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import CONST, Tensor
@@ -127,4 +127,50 @@ def with_packed_conv_weights(ctx, k: kir.Conv, w: Tensor) -> kir.Conv:
     k.offsets = ctx.derived_constant(offsets.astype(np.int32), DType.int32)
     k.grid_width = grid_width
     k.scratch_elems = source
+    return k
+
+
+def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
+    """`k` as oneDNN's convolution takes it (groups first in the weights when grouped)."""
+    (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
+    cg, coutg = k.c // k.group, k.cout // k.group
+    w = (k.group, coutg, cg, k.kh, k.kw) if k.group > 1 else (k.cout, k.c, k.kh, k.kw)
+    pad_b = (k.oh - 1) * sh + (k.kh - 1) * dh + 1 - k.h - ph
+    pad_r = (k.ow - 1) * sw + (k.kw - 1) * dw + 1 - k.w_in - pw
+    return onednn.ConvShape(
+        (k.n, k.c, k.h, k.w_in),
+        w,
+        (k.n, k.cout, k.oh, k.ow),
+        (sh, sw),
+        (dh - 1, dw - 1),
+        (ph, pw),
+        (pad_b, pad_r),
+    )
+
+
+def with_onednn(ctx, k: kir.Conv, w: Tensor) -> kir.Conv:
+    """`k` computed by oneDNN when that is faster than the hand-written kernels: a
+    convolution with more than one tap that is not depthwise, of constant float32
+    weights (reordered here into the primitive's layout, `packed_w`) and static sizes, for which oneDNN has a blocked kernel (`brgconv`, `jit`:
+    not its im2col `gemm` or `ref` ones). 1x1 and depthwise convolutions keep mdsl's
+    kernels: there the two reorders between NCHW and the blocked layout cost more than
+    oneDNN gains (docs/cpu-kernels.md has the measurements)."""
+    if ctx.derived_constant is None or k.kh * k.kw == 1 or isinstance(k.n, Dim):
+        return k
+    if not onednn.available():
+        return k
+    if k.group > 1 and k.group == k.c == k.cout:
+        return k
+    value = constant_value(w)
+    if value is None or value.dtype != np.float32:
+        return k
+    shape = onednn_geometry(k)
+    probe = onednn.probe_conv(shape)
+    if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
+        return k
+    packed = onednn.reordered_weights(shape, value)
+    k.packed_w = ctx.derived_constant(packed, DType.float32)
+    k.onednn = probe.impl
+    k.onednn_src_elems = probe.src_elems
+    k.scratch_elems = probe.src_elems + probe.dst_elems
     return k

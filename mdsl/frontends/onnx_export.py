@@ -42,6 +42,7 @@ _ATTR_SINCE = {
     ("TopK", "largest"): (11, True),
     ("TopK", "sorted"): (11, True),
     ("QuantizeLinear", "output_dtype"): (21, None),
+    ("QuantizeLinear", "saturate"): (19, 1),
     ("Split", "num_outputs"): (18, None),
 }
 _DROPPED_ATTRS = {("Dropout", "seed")}  # ONNX's seed only matters in training
@@ -549,6 +550,49 @@ def _range(ex: _Exporter, node: Node) -> None:
     ex.add("Range", inputs, ex.output_names(node), name=f"/{node.name}")
 
 
+@export_rule("DFT")
+def _dft(ex: _Exporter, node: Node) -> None:
+    """ONNX has DFT from opset 17; its axis became input 2 in opset 20."""
+    if ex.opset < 17:
+        raise GraphError("DFT needs opset >= 17")
+    attrs = dict(node.attrs)
+    axis, length = attrs.pop("axis") % node.inputs[0].ndim, attrs.pop("dft_length")
+    inputs = [*ex.input_names(node), ""]
+    if length:
+        inputs[1] = ex.constant(np.array(length, dtype=np.int64), f"{node.name}/dft_length")
+    if ex.opset >= 20:
+        inputs.append(ex.constant(np.array(axis, dtype=np.int64), f"{node.name}/axis"))
+    else:
+        attrs["axis"] = axis
+    ex.add("DFT", inputs, ex.output_names(node), name=f"/{node.name}", **attrs)
+
+
+@export_rule("RoiAlign")
+def _roi_align(ex: _Exporter, node: Node) -> None:
+    """Before opset 16 RoiAlign has no coordinate_transformation_mode: it always computes
+    "output_half_pixel"."""
+    attrs = dict(node.attrs)
+    if ex.opset < 16:
+        if attrs.pop("coordinate_transformation_mode") != "output_half_pixel":
+            raise GraphError("RoiAlign with half_pixel coordinates needs opset >= 16")
+        if ex.opset < 10:
+            raise GraphError("RoiAlign needs opset >= 10")
+    ex.add("RoiAlign", ex.input_names(node), ex.output_names(node), name=f"/{node.name}", **attrs)
+
+
+@export_rule("GridSample")
+def _grid_sample(ex: _Exporter, node: Node) -> None:
+    """Opset 20 renamed GridSample's bilinear and bicubic to linear and cubic (and
+    allowed other than 2-D images)."""
+    names = {"linear": "bilinear", "cubic": "bicubic"} if ex.opset < 20 else {}
+    if ex.opset < 20 and node.inputs[0].ndim != 4:
+        raise GraphError("GridSample of other than 2-D images needs opset >= 20")
+    mode = node.attrs["mode"]
+    if ex.opset >= 20:
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    ex._export_mapped(node, {**node.attrs, "mode": names.get(mode, mode)})
+
+
 def _scalar_input(ex: _Exporter, value, dtype, hint: str) -> str:
     """A scalar input of `dtype` holding `value`, a number or a symbolic dim."""
     if not isinstance(value, Dim):
@@ -636,13 +680,16 @@ def _full_rank_resize(x, scales, sizes, axes):
 def _quantize(ex: _Exporter, node: Node) -> None:
     """Before opset 21 the output type comes from zero_point only: write a zero one."""
     out_dtype = node.attrs.get("output_dtype")
+    attrs = dict(node.attrs)
+    if attrs.get("saturate") == 1:  # the default: written only when it is 0 (opset 19+)
+        attrs.pop("saturate")
     if node.inputs[2] is not None or out_dtype is None or ex.opset >= 21:
-        ex._export_mapped(node)
+        ex._export_mapped(node, attrs)
         return
     scale = node.inputs[1]
     zero = np.zeros(tuple(scale.shape), dtype=out_dtype.np)
     names = [*ex.input_names(node)[:2], ex.constant(zero, f"{node.name}/zero_point")]
-    attrs = {"axis": node.attrs["axis"]}
+    attrs = {"axis": node.attrs["axis"], "saturate": attrs.get("saturate")}
     ex.add("QuantizeLinear", names, ex.output_names(node), name=f"/{node.name}", **attrs)
 
 

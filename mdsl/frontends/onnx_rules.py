@@ -394,6 +394,41 @@ def pow_(ctx, node) -> list:
         return [emit1(ctx, "Cast", emit1(ctx, "Pow", wide, exponent), to=base.dtype)]
 
 
+@rule("DFT", constant_inputs=(1, 2))
+def dft(ctx, node) -> list:
+    """dft_length (input 1) and, from opset 20, axis (input 2; before, an attribute
+    with default 1) are attributes of mdsl's DFT: they must be known at import time."""
+    legacy = node.opset < 20
+    length, axis = ctx.constant_input(node, 1, "dft_length"), None
+    if not legacy:
+        axis = ctx.constant_input(node, 2, "axis")
+    attrs = {
+        "axis": int(_attr(node, "axis", 1)) if legacy else (-2 if axis is None else int(axis)),
+        "inverse": int(_attr(node, "inverse", 0)),
+        "onesided": int(_attr(node, "onesided", 0)),
+        "dft_length": 0 if length is None else int(length.reshape(-1)[0]),
+    }
+    return _mapped(ctx, node, attrs, [ctx.input_tensor(node, 0)])
+
+
+@rule("RoiAlign")
+def roi_align(ctx, node) -> list:
+    """Opset 10's RoiAlign is opset 16's with coordinate_transformation_mode
+    "output_half_pixel" (16 added the attribute, defaulting to "half_pixel")."""
+    default_mode = "output_half_pixel" if node.opset < 16 else "half_pixel"
+    attrs = {
+        "coordinate_transformation_mode": _plain(
+            _attr(node, "coordinate_transformation_mode", default_mode)
+        ),
+        "mode": _plain(_attr(node, "mode", "avg")),
+        "output_height": int(_attr(node, "output_height", 1)),
+        "output_width": int(_attr(node, "output_width", 1)),
+        "sampling_ratio": int(_attr(node, "sampling_ratio", 0)),
+        "spatial_scale": float(_attr(node, "spatial_scale", 1.0)),
+    }
+    return _mapped(ctx, node, attrs, [ctx.input_tensor(node, i) for i in range(3)])
+
+
 @rule("LayerNormalization")
 def layer_norm(ctx, node) -> list:
     """mdsl's LayerNormalization gives Y only; where a model reads ONNX's Mean or

@@ -74,6 +74,7 @@ from mdsl.ops.elementwise import (
     where,
 )
 from mdsl.ops.filtering import compress, unique
+from mdsl.ops.grid_sample import grid_sample
 from mdsl.ops.indexing import gather, gather_elements, one_hot, scatter_elements
 from mdsl.ops.indexing_nd import gather_nd, scatter_nd
 from mdsl.ops.linalg import matmul, trilu
@@ -128,9 +129,11 @@ from mdsl.ops.reduce import (
     reduce_sum_square,
 )
 from mdsl.ops.resizing import resize
+from mdsl.ops.roi_align import roi_align
 from mdsl.ops.runtime_sizes import dynamic_slice, value_dims
 from mdsl.ops.selection import topk
 from mdsl.ops.shape_query import shape, size
+from mdsl.ops.spectral import dft
 from mdsl.ops.storage import trans_data
 from mdsl.ops.transfer import (
     memcpy_device_to_device,

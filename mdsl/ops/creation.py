@@ -9,6 +9,7 @@ like a symbolic one is made by broadcasting against it instead.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -184,3 +185,7 @@ def _eye_like_ref(x, *, dtype, k):
 register_op_impl("ConstantOfShape", _constant_of_shape_ref)
 register_op_impl("EyeLike", _eye_like_ref)
 register_op_impl("Range", _range_ref)
+
+# a compiled loop of its own (masks.c), so the C backend needs no callback
+MASKS_C_SOURCE = (Path(__file__).with_name("masks.c")).read_text()
+register_op_impl("EyeLike", backend="c", source=MASKS_C_SOURCE, symbol="masks_eye_like")

@@ -51,7 +51,7 @@ def _batch_norm(x, scale, bias, mean, var, *, epsilon, momentum, training_mode):
     return (x - mean) * (1.0 / E.sqrt(var + epsilon)) * scale + bias
 
 
-def _quantize(x, scale, zero_point=None, *, axis, output_dtype):
+def _quantize(x, scale, zero_point=None, *, axis, output_dtype, saturate=1):
     # saturation to the output's integer range is the final cast's (see mdsl.expr.cast)
     q = E.round(x / scale)
     return q if zero_point is None else q + zero_point

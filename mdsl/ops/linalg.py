@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from mdsl.ir.graph import Tensor
@@ -79,3 +81,7 @@ def _trilu_ref(x, *, upper, k):
 
 
 register_op_impl("Trilu", _trilu_ref)
+
+# a compiled loop of its own (masks.c), so the C backend needs no callback
+MASKS_C_SOURCE = (Path(__file__).with_name("masks.c")).read_text()
+register_op_impl("Trilu", backend="c", source=MASKS_C_SOURCE, symbol="masks_trilu")

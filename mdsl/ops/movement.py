@@ -10,6 +10,7 @@ these attributes.
 from __future__ import annotations
 
 import builtins
+from pathlib import Path
 
 import numpy as np
 
@@ -482,3 +483,9 @@ register_op_impl("Expand", _expand_ref)
 register_op_impl("Tile", lambda x, *, repeats: np.tile(x, repeats))
 register_op_impl("DepthToSpace", _depth_to_space_ref)
 register_op_impl("SpaceToDepth", _space_to_depth_ref)
+
+# a compiled loop of its own (masks.c), so the C backend needs no callback
+MASKS_C_SOURCE = (Path(__file__).with_name("masks.c")).read_text()
+register_op_impl(
+    "ReverseSequence", backend="c", source=MASKS_C_SOURCE, symbol="masks_reverse_sequence"
+)

@@ -805,13 +805,19 @@ def _quant_param_shape(x: TensorType, scale: TensorType, zero_point, axis: int, 
     "QuantizeLinear",
     inputs={"x": ["float", "int32"], "scale": "float", "zero_point": In(_QUANTIZED, optional=True)},
     outputs={"y": _QUANTIZED},
-    attrs={"axis": Attr(int, default=1), "output_dtype": Attr(DType, default=None)},
+    attrs={
+        "axis": Attr(int, default=1),
+        "output_dtype": Attr(DType, default=None),
+        "saturate": Attr(int, default=1, choices=(0, 1)),
+    },
     category="pointwise",
 )
-def quantize_linear(x, scale, zero_point, *, axis, output_dtype):
+def quantize_linear(x, scale, zero_point, *, axis, output_dtype, saturate):
     """saturate(round(x / scale) + zero_point), rounding halves to even (ONNX
     QuantizeLinear). scale and zero_point are scalars (per tensor) or 1-D along `axis`
-    (per axis). The output dtype is zero_point's, else `output_dtype`, else uint8.
+    (per axis). The output dtype is zero_point's, else `output_dtype`, else uint8. A
+    float8 output is not rounded; with `saturate=0` a value beyond its range becomes
+    inf (or NaN for the types without inf) instead of the largest finite value.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:
@@ -840,7 +846,7 @@ def _broadcast_param(param: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return param.reshape(shape)
 
 
-def _quantize_ref(x, scale, zero_point=None, *, axis, output_dtype):
+def _quantize_ref(x, scale, zero_point=None, *, axis, output_dtype, saturate=1):
     dtype = zero_point.dtype if zero_point is not None else (output_dtype or DType.uint8).np
     compute = np.float64 if np.float64 in (x.dtype, scale.dtype) else np.float32
     scaled = x.astype(compute) / _broadcast_param(scale, x.ndim, axis).astype(compute)
@@ -850,8 +856,10 @@ def _quantize_ref(x, scale, zero_point=None, *, axis, output_dtype):
     if DType.of(dtype).is_storage and not _is_integral(dtype):  # float8/float4: no rounding
         q = scaled.astype(np.float64)
         q = q if zero_point is None else q + _broadcast_param(zero_point, x.ndim, axis)
-        limit = float(ml_dtypes.finfo(dtype).max)  # saturate to the finite range
-        return np.clip(q, -limit, limit).astype(np.float32).astype(dtype)
+        if saturate:  # to the finite range; else as the conversion rounds (inf or NaN)
+            limit = float(ml_dtypes.finfo(dtype).max)
+            q = np.clip(q, -limit, limit)
+        return q.astype(np.float32).astype(dtype)
     limits = ml_dtypes.iinfo(dtype)
     return np.clip(q, limits.min, limits.max).astype(dtype)
 

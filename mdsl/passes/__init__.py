@@ -16,7 +16,17 @@ standard pipeline of a level. See `mdsl.passes.manager` for the contract.
 from mdsl.ir.rewrite import clone_graph
 
 # Built-in passes register themselves on import (their order: manager.BUILTIN_ORDER).
-from mdsl.passes import conv3d, conv_transpose, cse, dce, fold, fold_bn, group_norm, simplify
+from mdsl.passes import (
+    conv3d,
+    conv_transpose,
+    cse,
+    dce,
+    fold,
+    fold_bn,
+    group_norm,
+    lower_einsum,
+    simplify,
+)
 from mdsl.passes.edit import (
     add_input,
     add_output,

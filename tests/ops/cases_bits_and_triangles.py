@@ -197,6 +197,43 @@ MASKS = [
         lambda x: torch.tril(x, 1),
         id="lower-k1",
     ),
+    OpCase(
+        "Trilu",
+        lambda x: ops.trilu(x, k=-2),
+        {"x": rand(2, 2, 5, 4, dtype="float16")},
+        lambda x: torch.triu(x, -2),
+        id="4d-f16-k-2",
+    ),
+    OpCase(
+        "Trilu",
+        lambda x: ops.trilu(x, upper=False, k=-1),
+        {"x": rand(3, 6, dtype="bool")},
+        lambda x: torch.tril(x, -1),
+        id="bool-lower",
+    ),
+    OpCase(
+        "EyeLike",
+        lambda x: ops.eye_like(x, k=2, dtype="bfloat16"),
+        {"x": rand(4, 5)},
+        numpy_ref=lambda x: np.eye(4, 5, 2).astype(mdsl.bfloat16.np),
+        id="bf16-k2",
+    ),
+    OpCase(
+        "EyeLike",
+        lambda x: ops.eye_like(x, k=-1, dtype="bool"),
+        {"x": rand(3, 3, dtype="int8")},
+        numpy_ref=lambda x: np.eye(3, 3, -1, dtype=bool),
+        id="bool",
+    ),
+    OpCase(
+        "ReverseSequence",
+        lambda x, n: ops.reverse_sequence(x, n, batch_axis=0, time_axis=1),
+        {"x": rand(3, 4, 2, 2, dtype="int8", lo=-9, hi=9), "n": np.array([0, 4, 2], np.int64)},
+        numpy_ref=lambda x, n: np.stack(
+            [np.concatenate([x[b, :k][::-1], x[b, k:]]) for b, k in enumerate(n)]
+        ),
+        id="batch-first-int8",
+    ),
     OpCase("Trilu", ops.trilu, {"x": rand(3)}, raises=mdsl.ShapeError, id="1d"),
 ]
 

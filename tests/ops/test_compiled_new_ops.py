@@ -63,3 +63,15 @@ def test_conv_transpose_compiles_as_a_conv_or_matmul(case):
         np.testing.assert_allclose(got[name], w, rtol=1e-5, atol=1e-5)
     float32 = all(a.dtype == np.float32 for a in case.inputs.values())
     assert bool(exe.plan.fallbacks) == (not float32)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c"])
+def test_a_sequence_length_beyond_the_steps_is_an_execution_error(backend):
+    with mdsl.Graph() as g:
+        x, n = g.input("x", (4, 2)), g.input("n", (2,), "int64")
+        g.output(ops.reverse_sequence(x, n), "y")
+    feeds = {"x": np.zeros((4, 2), np.float32), "n": np.array([2, 5])}
+    run = (lambda: mdsl.interpret(g, feeds)) if backend == "interpreter" else (
+        lambda: mdsl.compile(g, backend="c")(**feeds))  # fmt: skip
+    with pytest.raises(mdsl.ExecutionError, match="ReverseSequence"):
+        run()

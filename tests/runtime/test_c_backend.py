@@ -125,13 +125,13 @@ def _case_outputs(outputs: dict, i: int) -> dict:
 # Resize over static dims).
 # If, Case and While are generated (`kir.Branch`, `kir.Loop`): never callbacks.
 CALLBACK_OPS = {
-    *("Einsum", "GroupNormalization"),
+    *("Einsum", "GroupNormalization"),  # Einsum: integer contractions (floats are lowered)
     *("Shape", "Size", "TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK", "Resize"),
     # added for ONNX conformance (issue 17), no generated form yet
     *("BitCast", "Compress", "CumProd"),
-    *("EyeLike", "ReverseSequence", "Trilu", "Unique"),
+    *("Unique",),
 }
 
 

@@ -21,6 +21,7 @@ from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
+from mdsl.targets.c.conv import onednn_link_args
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c
 from mdsl.targets.output_pool import OutputPool
@@ -80,6 +81,8 @@ def build_variant(
         source = render_c(plan)
     if link_args(plan):  # custom ops bound to prebuilt libraries
         toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
+    if onednn_link_args(plan):  # convolutions computed by oneDNN
+        toolchain = replace(toolchain, link_args=toolchain.link_args + onednn_link_args(plan))
     library = build_library(source, toolchain, graph.name)
     sources = {f"{file_stem(graph.name)}.c": source}
     return CVariant(plan, sources, library, threads, toolchain=toolchain)
@@ -158,6 +161,10 @@ class CVariant:
             toolchain = default_toolchain()
             if link_args(self.plan):
                 toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(self.plan))
+            if onednn_link_args(self.plan):
+                toolchain = replace(
+                    toolchain, link_args=toolchain.link_args + onednn_link_args(self.plan)
+                )
         source = render_c(self.plan, profile=True)
         lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
         self._use_threads(lib)

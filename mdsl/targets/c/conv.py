@@ -11,9 +11,9 @@ AVX-512 Xeon, 3x3 stride 1): 64ch 56x56 0.48x, 128ch 28x28 0.77x, 256ch 14x14 0.
 
 from __future__ import annotations
 
-from mdsl.codegen import kir
+from mdsl.codegen import kir, onednn
 from mdsl.codegen.dims import render_dim
-from mdsl.codegen.packing import CONV_PANEL, CONV_STRIP, conv_source_grid
+from mdsl.codegen.packing import CONV_PANEL, CONV_STRIP, conv_source_grid, onednn_geometry
 from mdsl.ir.dtype import DType
 
 INDENT = "    "
@@ -111,3 +111,60 @@ def _store_lines(k: kir.Conv, epilogue_lines) -> list[str]:
         *(INDENT + x for x in inner),
         "}",
     ]
+
+
+def uses_onednn(plan) -> bool:
+    """Whether a convolution of `plan` is computed by oneDNN (the library links it)."""
+    return any(isinstance(k, kir.Conv) and k.onednn for k in plan.all_kernels())
+
+
+def onednn_link_args(plan) -> tuple[str, ...]:
+    """Linker arguments for oneDNN when the plan calls it (path + rpath), else none."""
+    path = onednn.library_path()
+    if path is None or not uses_onednn(plan):
+        return ()
+    return (str(path), f"-Wl,-rpath,{path.parent}")
+
+
+def onednn_state(k: kir.Conv) -> str:
+    """The static state (primitive, weights in its layout) of the oneDNN kernel `k`."""
+    return f"mdsl_dnnl_{k.name}"
+
+
+def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
+    """The kernel body of `k` computed by oneDNN (`csrc/templates/c/onednn_conv.h.j2`),
+    its epilogue applied to the NCHW result in place."""
+    shape = onednn_geometry(k)
+    geometry = [
+        v for pair in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r) for v in pair
+    ]
+    ints = lambda v: ", ".join(str(int(x)) for x in v)  # noqa: E731
+    lines = [
+        f"/* oneDNN {k.onednn}: NCHW -> blocked -> NCHW; weights reordered at plan time */",
+        f"static mdsl_dnnl_conv {onednn_state(k)};",
+        f"static const int64_t x_dims[4] = {{{ints(shape.x)}}}, y_dims[4] = {{{ints(shape.y)}}};",
+        f"static const int64_t w_dims[{len(shape.w)}] = {{{ints(shape.w)}}};",
+        f"static const int64_t geometry[8] = {{{ints(geometry)}}};  /* strides, dilates - 1, pads */",
+        f"if (!mdsl_dnnl_conv_ready(&{onednn_state(k)}, x_dims, w_dims, {len(shape.w)}, y_dims, "
+        "geometry))",
+        f"{INDENT}return 1;",
+        f"if (mdsl_dnnl_conv_run(&{onednn_state(k)}, {k.x}, {k.packed_w}, {k.out}, "
+        f"{k.scratch or '0'}, {k.onednn_src_elems}))",
+        f"{INDENT}return 1;",
+    ]
+    if k.epilogue is not None:
+        acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
+        inner = epilogue_lines(k.epilogue, k.out_shape, conv_index(k), acc, DType.float32)
+        lines += [
+            _parallel(k.n * k.cout * k.oh * k.ow) or "/* small: one thread */",
+            f"for (int64_t nco = 0; nco < {k.n * k.cout}; nco++) {{",
+            f"{INDENT}const int64_t n = nco / {k.cout}, co = nco % {k.cout};",
+            f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+            f"{INDENT * 2}#pragma omp simd",
+            f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+            *(INDENT * 3 + x for x in inner),
+            f"{INDENT * 2}}}",
+            f"{INDENT}}}",
+            "}",
+        ]
+    return "\n".join(INDENT + x for x in lines)

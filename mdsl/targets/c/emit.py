@@ -14,6 +14,7 @@ from mdsl.codegen.toolchain import DEFAULT_FLAGS, blas_paths
 from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
+from mdsl.targets.c.conv import onednn_link_args
 from mdsl.targets.c.custom import HEADER_FILE, custom_calls, header_text, link_args
 from mdsl.targets.c.render import render_c
 
@@ -53,7 +54,9 @@ def _compile_command(plan, stem: str) -> _Command:
         except MdslError:
             libs = ("-lopenblas",)  # scipy-openblas32 missing: name a system BLAS
     flags = (*DEFAULT_FLAGS, "-march=native")
-    return _Command("cc", flags, tuple(includes), tuple(libs), link_args(plan))
+    return _Command(
+        "cc", flags, tuple(includes), tuple(libs), link_args(plan) + onednn_link_args(plan)
+    )
 
 
 def _makefile(stem: str, c: _Command) -> str:

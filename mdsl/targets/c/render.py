@@ -20,13 +20,14 @@ from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index, merge_dims, row_offset, with_strides
 from mdsl.codegen.dims import free_symbols, render_dim
+from mdsl.codegen.onednn import DECLARATIONS
 from mdsl.codegen.packing import PANEL
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
-from mdsl.targets.c.conv import conv_index, packed_conv_body
+from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
@@ -77,6 +78,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
         uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
+        onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -676,6 +678,8 @@ def _im2col_lines(k: kir.Conv, xg: str, cg: int) -> list[str]:
 
 
 def _conv_body(plan: Plan, k: kir.Conv) -> str:
+    if k.onednn:
+        return onednn_conv_body(k, _epilogue_lines)
     if k.packed_w:
         return packed_conv_body(k, _epilogue_lines, _im2col_lines)
     if k.group == k.c == k.cout and k.group > 1:

@@ -59,6 +59,21 @@ def test_epilogues_on_result_blocks_equal_the_interpreter(soc):
 
 
 @needs_cxx
+def test_the_kernel_places_blocks_in_either_iterate_order():
+    """matmul_tiling may choose to walk N first (iterateOrder 1): the kernel places each
+    block by the tiling's order, so results do not change."""
+    p = build_project(graphs.epilogues(), soc=SMALL)
+    name = next(n for n in p.files if n.endswith("_tiling.cpp") and n.startswith("op_host/"))
+    anchor = "    cubeTiling.SetBufferSpace(-1, -1, -1);\n"
+    assert anchor in p.files[name]
+    first_n = anchor + "    cubeTiling.SetTraverse(matmul_tiling::MatrixTraverse::FIRSTN);\n"
+    files = {**p.files, name: p.files[name].replace(anchor, first_n)}
+    emu = Emulator(dataclasses.replace(p, files=files))
+    feeds = graphs.epilogues_feeds(seed=3)
+    assert_same(emu.run(feeds), mdsl.interpret(graphs.epilogues(), feeds))
+
+
+@needs_cxx
 def test_the_emulation_hands_out_tail_blocks_at_their_real_size():
     """Asking GetTensorC for a whole base block where the block is a tail (as a kernel that
     ignored the tails would) fails in the emulation instead of reading past the result."""

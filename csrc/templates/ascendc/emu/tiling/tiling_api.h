@@ -56,6 +56,7 @@ namespace matmul_tiling {
 enum class TPosition { GM, VECIN, VECOUT, VECCALC, TSCM, A1, B1, C1 };
 enum class CubeFormat { ND, NZ, ND_ALIGN, SCALAR, VECTOR };
 enum class DataType { DT_FLOAT, DT_FLOAT16, DT_BF16, DT_INT8, DT_INT32 };
+enum class MatrixTraverse : int32_t { NOSET = 0, FIRSTM = 1, FIRSTN = 2 };
 
 inline int32_t SizeOf(DataType t) {
     switch (t) {
@@ -80,6 +81,11 @@ public:
     int32_t SetOrgShape(int32_t m, int32_t n, int32_t ka, int32_t) { return SetOrgShape(m, n, ka); }
     int32_t SetBias(bool isBias = false) { bias_ = isBias; return 0; }
     int32_t SetBufferSpace(int32_t = -1, int32_t = -1, int32_t = -1, int32_t = -1) { return 0; }
+    /* the block order of Iterate (iterateOrder 0: along M first, 1: along N first) */
+    int32_t SetTraverse(MatrixTraverse traverse) {
+        order_ = traverse == MatrixTraverse::FIRSTN ? 1 : 0;
+        return 0;
+    }
     /* fixed base block sizes (-1: the planner's own), as CANN's SetFixSplit */
     int32_t SetFixSplit(int32_t baseM = -1, int32_t baseN = -1, int32_t baseK = -1) {
         fixM_ = baseM;
@@ -117,7 +123,7 @@ public:
         t.set_stepKb(1);
         t.set_isBias(bias_ ? 1 : 0);
         t.set_transLength(baseM * baseN * SizeOf(c_));
-        t.set_iterateOrder(0);
+        t.set_iterateOrder(order_);
         t.set_batchM(1);
         t.set_batchN(1);
         t.set_singleBatchM(1);
@@ -129,7 +135,7 @@ public:
     }
 
 private:
-    int32_t dim_ = 1, m_ = 0, n_ = 0, k_ = 0, orgM_ = 0, orgN_ = 0, orgK_ = 0, fixM_ = -1, fixN_ = -1;
+    int32_t dim_ = 1, m_ = 0, n_ = 0, k_ = 0, orgM_ = 0, orgN_ = 0, orgK_ = 0, fixM_ = -1, fixN_ = -1, order_ = 0;
     DataType a_ = DataType::DT_FLOAT16, b_ = DataType::DT_FLOAT16, c_ = DataType::DT_FLOAT;
     bool transA_ = false, transB_ = false, bias_ = false;
 

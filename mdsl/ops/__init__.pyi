@@ -48,6 +48,7 @@ from mdsl.ops import selection as selection
 from mdsl.ops import shape_query as shape_query
 from mdsl.ops import shape_rules as shape_rules
 from mdsl.ops import signature as signature
+from mdsl.ops import spectral as spectral
 from mdsl.ops import storage as storage
 from mdsl.ops import tensor_methods as tensor_methods
 from mdsl.ops import transfer as transfer
@@ -665,6 +666,33 @@ def dequantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = N
         y: tensor of bfloat16, float16, float32, float64
     """
 
+def dft(x: Operand, *, axis: int = -2, inverse: Literal[0, 1] = 0, onesided: Literal[0, 1] = 0, dft_length: int = 0, name: str | None = None, device: str | None = None) -> Tensor:
+    """The DFT of x (..., n, ..., 1 or 2: real or complex) along `axis` (ONNX DFT).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     g.output(mdsl.ops.dft(g.input("x", (1, 4, 1)), axis=1), "y")
+    >>> mdsl.interpret(g, {"x": np.array([1, 2, 3, 4], np.float32).reshape(1, 4, 1)})["y"][0]
+    array([[10.,  0.],
+           [-2.,  2.],
+           [-2.,  0.],
+           [-2., -2.]], dtype=float32)
+
+    Records one `DFT` node (opaque).
+
+    Inputs:
+        x: tensor of bfloat16, float16, float32, float64
+
+    Attrs (keyword-only):
+        axis: int, default -2
+        inverse: int (one of 0, 1), default 0
+        onesided: int (one of 0, 1), default 0
+        dft_length: int, default 0
+
+    Outputs:
+        y: tensor of bfloat16, float16, float32, float64
+    """
+
 def div(a: Operand, b: Operand, *, name: str | None = None, device: str | None = None) -> Tensor:
     """Elementwise Div with numpy broadcasting (ONNX semantics).
 
@@ -1051,6 +1079,34 @@ def greater_equal(a: Operand, b: Operand, *, name: str | None = None, device: st
 
     Outputs:
         y: tensor of bool
+    """
+
+def grid_sample(x: Operand, grid: Operand, *, mode: Literal['linear', 'nearest', 'cubic', 'bilinear', 'bicubic'] = 'linear', padding_mode: Literal['zeros', 'border', 'reflection'] = 'zeros', align_corners: Literal[0, 1] = 0, name: str | None = None, device: str | None = None) -> Tensor:
+    """x (N, C, D1..Dr) sampled at the points of grid (N, H1..Hr', r), normalized to
+    [-1, 1] in reverse axis order (ONNX GridSample; torch.nn.functional.grid_sample).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x, grid = g.input("x", (1, 1, 2, 2)), g.input("grid", (1, 1, 2, 2))
+    ...     g.output(mdsl.ops.grid_sample(x, grid, align_corners=1), "y")
+    >>> image = np.array([[[[0, 1], [2, 3]]]], np.float32)
+    >>> points = np.array([[[[-1, -1], [0, 0]]]], np.float32)   # a corner, the center
+    >>> mdsl.interpret(g, {"x": image, "grid": points})["y"]
+    array([[[[0. , 1.5]]]], dtype=float32)
+
+    Records one `GridSample` node (opaque).
+
+    Inputs:
+        x: tensor of bfloat16, float16, float32, float64
+        grid: tensor of bfloat16, float16, float32, float64
+
+    Attrs (keyword-only):
+        mode: str (one of 'linear', 'nearest', 'cubic', 'bilinear', 'bicubic'), default 'linear'
+        padding_mode: str (one of 'zeros', 'border', 'reflection'), default 'zeros'
+        align_corners: int (one of 0, 1), default 0
+
+    Outputs:
+        y: tensor of bfloat16, float16, float32, float64
     """
 
 def group_norm(x: Operand, scale: Operand, bias: Operand, *, epsilon: float = 1e-05, num_groups: int, name: str | None = None, device: str | None = None) -> Tensor:
@@ -1680,10 +1736,12 @@ def prelu(x: Operand, slope: Operand, *, name: str | None = None, device: str | 
         y: tensor of bfloat16, float16, float32, float64, int16, int32, int64, int8, uint16, uint32, uint64, uint8
     """
 
-def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = None, *, axis: int = 1, output_dtype: DType | str | None = None, name: str | None = None, device: str | None = None) -> Tensor:
+def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = None, *, axis: int = 1, output_dtype: DType | str | None = None, saturate: Literal[0, 1] = 1, name: str | None = None, device: str | None = None) -> Tensor:
     """saturate(round(x / scale) + zero_point), rounding halves to even (ONNX
     QuantizeLinear). scale and zero_point are scalars (per tensor) or 1-D along `axis`
-    (per axis). The output dtype is zero_point's, else `output_dtype`, else uint8.
+    (per axis). The output dtype is zero_point's, else `output_dtype`, else uint8. A
+    float8 output is not rounded; with `saturate=0` a value beyond its range becomes
+    inf (or NaN for the types without inf) instead of the largest finite value.
 
     >>> import numpy as np, mdsl
     >>> with mdsl.Graph() as g:
@@ -1703,6 +1761,7 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     Attrs (keyword-only):
         axis: int, default 1
         output_dtype: dtype, default None
+        saturate: int (one of 0, 1), default 1
 
     Outputs:
         y: tensor of float4_e2m1fn, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, int16, int2, int4, int8, uint16, uint2, uint4, uint8
@@ -2035,6 +2094,39 @@ def rnn(x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size: int
     ...     g.output(y_h, "h")
     >>> y_h.shape
     (1, 2, 4)
+    """
+
+def roi_align(x: Operand, rois: Operand, batch_indices: Operand, *, coordinate_transformation_mode: Literal['half_pixel', 'output_half_pixel'] = 'half_pixel', mode: Literal['avg', 'max'] = 'avg', output_height: int = 1, output_width: int = 1, sampling_ratio: int = 0, spatial_scale: float = 1.0, name: str | None = None, device: str | None = None) -> Tensor:
+    """Each box of `rois` (R, 4) in image `batch_indices[r]` of x (N, C, H, W), pooled to
+    (output_height, output_width): the result is (R, C, output_height, output_width)
+    (ONNX RoiAlign).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x, rois = g.input("x", (1, 1, 4, 4)), g.input("rois", (1, 4))
+    ...     g.output(mdsl.ops.roi_align(x, rois, g.input("b", (1,), "int64")), "y")
+    >>> image = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> box = np.array([[1, 1, 3, 3]], np.float32)   # the middle 2x2 pixels
+    >>> mdsl.interpret(g, {"x": image, "rois": box, "b": np.array([0])})["y"]
+    array([[[[7.5]]]], dtype=float32)
+
+    Records one `RoiAlign` node (opaque).
+
+    Inputs:
+        x: tensor of bfloat16, float16, float32, float64
+        rois: tensor of bfloat16, float16, float32, float64
+        batch_indices: tensor of int32, int64
+
+    Attrs (keyword-only):
+        coordinate_transformation_mode: str (one of 'half_pixel', 'output_half_pixel'), default 'half_pixel'
+        mode: str (one of 'avg', 'max'), default 'avg'
+        output_height: int, default 1
+        output_width: int, default 1
+        sampling_ratio: int, default 0
+        spatial_scale: float, default 1.0
+
+    Outputs:
+        y: tensor of bfloat16, float16, float32, float64
     """
 
 def round(x: Operand, *, name: str | None = None, device: str | None = None) -> Tensor:

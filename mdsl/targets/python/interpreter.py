@@ -125,7 +125,9 @@ def _ancestors(nodes: list[Node]) -> set[int]:
     return seen
 
 
-def _run_node(node: Node, values: dict, env: dict, impl: str, symbols: dict, record) -> list:
+def _run_node(
+    node: Node, values: dict, env: Mapping[str, np.ndarray], impl: str, symbols: dict, record
+) -> list:
     if node.op_type == INPUT:
         return [env[node.name]]
     if node.op_type == CONST:

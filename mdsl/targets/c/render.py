@@ -27,6 +27,7 @@ from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
+from mdsl.targets.c import softmax_rows
 from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
@@ -78,6 +79,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
         uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
+        uses_softmax_rows=any(
+            isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
+            for k in plan.all_kernels()
+        ),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
@@ -322,8 +327,26 @@ def _replace_node(root: E.Expr, node: E.Expr, by: E.Expr) -> E.Expr:
     return done[id(root)]
 
 
+def _row_strides(k: kir.Rowwise) -> dict[int, object]:
+    """The row stride of each load and row store of `k`, by id of its access, when the
+    row's dims merge into one (else empty)."""
+    n_outer = len(k.outer_shape)
+    row_accesses = list(k.loads.values()) + [
+        p.access for p in k.phases if isinstance(p, kir.RowStore)
+    ]
+    row_dims = merge_dims(
+        k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
+    )
+    if len(row_dims) != 1:
+        return {}
+    return {id(a): s for a, s in zip(row_accesses, row_dims[0][1])}
+
+
 def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
-    k, stashes = _stash_row_values(k)
+    form = softmax_rows.softmax_form(k)
+    if form is not None and not softmax_rows.usable(k, form, _row_strides(k)):
+        form = None
+    k, stashes = (k, {}) if form is not None else _stash_row_values(k)
     n_outer = len(k.outer_shape)
     lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
     types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
@@ -336,16 +359,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
     lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
     body = _decompose("o", "o", k.outer_shape)
-    row_accesses = list(k.loads.values()) + [
-        p.access for p in k.phases if isinstance(p, kir.RowStore)
-    ]
-    row_dims = merge_dims(
-        k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
-    )
-    row_stride = {}
-    if len(row_dims) == 1:
-        for a, s in zip(row_accesses, row_dims[0][1]):
-            row_stride[id(a)] = s
+    row_stride = _row_strides(k)
     bases = {}
     for name, a in list(k.loads.items()) + [
         (f"st{i}", p.access)
@@ -358,11 +372,28 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         )
         bases[id(a)] = f"b_{name}"
         body.append(f"const int64_t b_{name} = {base};")
-    for phase in k.phases:
-        body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
+    if form is not None:
+        body += _softmax_row_lines(k, form, r, bases, row_stride, n_outer)
+    else:
+        for phase in k.phases:
+            body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
     lines += [INDENT * 2 + line for line in body]
     lines.append(f"{INDENT}}}")
     return "\n".join(lines)
+
+
+def _softmax_row_lines(k, form, r, bases, row_stride, n_outer) -> list[str]:
+    """One row of a softmax / log-softmax as a call of its runtime helper; an input
+    expression that is not a plain row load is first written into the output row."""
+    out = f"{form.out.buffer} + {bases[id(form.out)]}"
+    source = softmax_rows.plain_row_load(k, form, row_stride)
+    lines = []
+    if source is None:
+        lines += _phase_lines(k, kir.RowStore(form.out, form.value), r, bases, row_stride, n_outer)
+        src = out
+    else:
+        src = f"{source.buffer} + {bases[id(source)]}"
+    return [*lines, f"{form.helper}({src}, {out}, {render_dim(k.row_size)});"]
 
 
 def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:

@@ -626,6 +626,12 @@ def _dynamic_slice(ex: _Exporter, node: Node) -> None:
     ex.add("Slice", [x, starts, ends, axes, steps], ex.output_names(node), name=f"/{node.name}")
 
 
+@export_rule("DynamicReshape")
+def _dynamic_reshape(ex: _Exporter, node: Node) -> None:
+    attrs = {"allowzero": 1} if node.attrs.get("allowzero") else {}
+    ex.add("Reshape", ex.input_names(node), ex.output_names(node), name=f"/{node.name}", **attrs)
+
+
 @export_rule("Split")
 def _split(ex: _Exporter, node: Node) -> None:
     attrs = dict(node.attrs)

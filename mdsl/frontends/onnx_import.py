@@ -1071,11 +1071,16 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     opdef = get_op(mapping.mdsl_type)
     attrs = convert_attrs(node, opdef, mapping)
     attr_inputs = mapping.attr_inputs_at(node.opset)
+    if mapping.mdsl_type == "Reshape" and node.opset >= 5 and ctx.value(node.inputs[1]) is None:
+        return dynamic_reshape(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[1]) is None:
         return dynamic_slice(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[2]) is None:
         return dynamic_slice(ctx, node)
+    crops = _run_time_pads(ctx, node, mapping, attrs)
     for index, spec in attr_inputs.items():
+        if crops is not None and spec.attr == "pads":
+            continue
         run_time = (mapping.mdsl_type, spec.attr) in RUN_TIME_ATTRS
         value = ctx.constant_input(node, index, spec.attr, run_time=run_time)
         if value is not None:
@@ -1084,13 +1089,38 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     if mapping.mdsl_type == "Slice" and inputs and inputs[0] is not None:
         ctx.bound_slice_ends(inputs[0].shape, attrs)
     with ctx.scope_of(node) as leaf:
-        return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        out = ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        if crops is None:
+            return out
+        return ctx.emit("DynamicCrop", [out[0], crops], {}, name=f"{leaf or 'Pad'}_crop")
+
+
+def _run_time_pads(ctx: _Importer, node: OnnxNode, mapping: OpMapping, attrs: dict):
+    """For a Pad whose pads are computed at run time (top-level graph, no axes input):
+    sets attrs["pads"] to value dims of max(pads, 0) and returns the crops max(-pads, 0)
+    a DynamicCrop applies after it (ONNX's negative pads); None for other nodes."""
+    from mdsl.ops.runtime_sizes import value_dims
+
+    if mapping.mdsl_type != "Pad" or node.opset < 11 or ctx.current_graph() is not ctx.graph:
+        return None
+    if len(node.inputs) < 2 or ctx.value(node.inputs[1]) is not None:
+        return None
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return None
+    pads = ctx.tensor(node.inputs[1])
+    with ctx.scope_of(node) as leaf:
+        if pads.dtype != DType.int64:
+            pads = ctx.emit("Cast", [pads], {"to": DType.int64})[0]
+        grow = ctx.emit("Max", [pads, ctx.current_graph().const("zero", np.int64(0))], {})[0]
+        attrs["pads"] = value_dims(grow, name=f"{leaf or 'Pad'}_pads")
+        shrink = ctx.emit("Neg", [pads], {})[0]
+        return ctx.emit("Max", [shrink, ctx.current_graph().const("zero", np.int64(0))], {})[0]
 
 
 # (op, attr) whose ONNX input may be computed at run time: its values become value dims
 # (sizes: a negative value is an ExecutionError when it is bound). A Slice whose starts or
-# ends are computed at run time is a DynamicSlice (`dynamic_slice`); Reshape's shape
-# stays an import-time value (its -1 and 0 mean something a size cannot hold).
+# ends are computed at run time is a DynamicSlice (`dynamic_slice`), a Reshape whose
+# shape is a DynamicReshape (`dynamic_reshape`: its -1 and 0 mean what no size can).
 RUN_TIME_ATTRS = {
     ("Expand", "shape"),
     ("ConstantOfShape", "shape"),
@@ -1099,6 +1129,17 @@ RUN_TIME_ATTRS = {
     ("OneHot", "depth"),
     ("TopK", "k"),
 }
+
+
+def dynamic_reshape(ctx: _Importer, node: OnnxNode) -> list:
+    """A Reshape whose shape is computed at run time from data (not from Shape: those
+    are import-time symbolic values): a DynamicReshape, its dims data-dependent."""
+    shape = ctx.tensor(node.inputs[1])
+    with ctx.scope_of(node) as leaf:
+        if shape.dtype != DType.int64:
+            shape = ctx.emit("Cast", [shape], {"to": DType.int64})[0]
+        attrs = {"allowzero": bool(int(node.attrs.get("allowzero", 0)))}
+        return ctx.emit("DynamicReshape", [ctx.input_tensor(node, 0), shape], attrs, name=leaf)
 
 
 def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:

@@ -69,7 +69,7 @@ from mdsl.frontends.onnx_values import (
 from mdsl.ir import context
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import GraphError, MdslError
+from mdsl.ir.errors import GraphError, MdslError, ShapeError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
@@ -1089,7 +1089,13 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     if mapping.mdsl_type == "Slice" and inputs and inputs[0] is not None:
         ctx.bound_slice_ends(inputs[0].shape, attrs)
     with ctx.scope_of(node) as leaf:
-        out = ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        try:
+            out = ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        except ShapeError:
+            if mapping.mdsl_type != "Reshape" or ctx.value(node.inputs[1]).dtype != object:
+                raise
+            # symbolic sizes no rule proves to fit (value dims): checked when it runs
+            return dynamic_reshape(ctx, node)
         if crops is None:
             return out
         return ctx.emit("DynamicCrop", [out[0], crops], {}, name=f"{leaf or 'Pad'}_crop")

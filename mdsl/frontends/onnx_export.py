@@ -632,6 +632,15 @@ def _dynamic_reshape(ex: _Exporter, node: Node) -> None:
     ex.add("Reshape", ex.input_names(node), ex.output_names(node), name=f"/{node.name}", **attrs)
 
 
+@export_rule("DynamicCrop")
+def _dynamic_crop(ex: _Exporter, node: Node) -> None:
+    """ONNX Pad by the negated crops (negative pads crop)."""
+    x, crops = ex.input_names(node)
+    pads = ex.temp(f"{node.name}_pads")
+    ex.add("Neg", [crops], [pads], name=f"/{pads}")
+    ex.add("Pad", [x, pads], ex.output_names(node), name=f"/{node.name}")
+
+
 @export_rule("Split")
 def _split(ex: _Exporter, node: Node) -> None:
     attrs = dict(node.attrs)

@@ -228,11 +228,12 @@ def test_constant_subgraph_needed_as_tensor_is_imported_as_nodes():
 
 
 def test_run_time_value_for_an_attribute_is_refused_with_its_name():
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="/r/Reshape")]
-    m = model(nodes, [value("x", [6]), value("shape", [2], INT64)], [value("y", [2, 3])])
-    with pytest.raises(
-        mdsl.GraphError, match=r"r/Reshape \(Reshape\).*input 1 \(shape\) must be known"
-    ):
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "axes"], ["y"], name="/r/Slice")]
+    inits = [init("s", np.array([0], np.int64)), init("e", np.array([2], np.int64))]
+    m = model(
+        nodes, [value("x", [6]), value("axes", [1], INT64)], [value("y", [2])], initializers=inits
+    )
+    with pytest.raises(mdsl.GraphError, match=r"r/Slice \(Slice\).*input 3 \(axes\) must be known"):
         mo.load(m)
 
 

@@ -226,13 +226,32 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
 PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no OpenMP entry cost)
 
 
-def _parallel(work: int, clause: str = "parallel for") -> str:
+# A parallel loop is cut into about this many chunks that the team's threads take as they
+# finish (`schedule(dynamic)`): when the scheduler holds one thread back (another process on
+# its core), the others take its share and the call waits for one chunk of it at most,
+# instead of for half the loop (static halves). Chunks keep at least CHUNK_MIN_WORK elements.
+CHUNKS = 16
+CHUNK_MIN_WORK = 16384
+
+
+def _parallel(work: int, clause: str = "parallel for", trips=None) -> str:
     """An OpenMP pragma for a loop doing `work` element operations; small loops get none
     (entering a parallel region costs microseconds even when it runs on one thread).
-    Symbolic work decides at run time (an `if` clause)."""
+    Symbolic work decides at run time (an `if` clause). Given the loop's trip count
+    `trips`, its iterations are handed out in dynamic chunks (see CHUNKS)."""
+    if trips is not None:
+        clause += " " + _dynamic_schedule(work, trips, simd="simd" in clause)
     if isinstance(work, Dim):
         return f"#pragma omp {clause} if({render_dim(work)} > {PARALLEL_MIN})"
     return f"#pragma omp {clause}" if work > PARALLEL_MIN else ""
+
+
+def _dynamic_schedule(work, trips, simd: bool) -> str:
+    kind = "simd:dynamic" if simd else "dynamic"
+    if isinstance(trips, Dim) or isinstance(work, Dim):
+        return f"schedule({kind}, ({render_dim(trips)} + {CHUNKS - 1}) / {CHUNKS})"
+    chunks = max(1, min(CHUNKS, work // CHUNK_MIN_WORK))
+    return f"schedule({kind}, {max(1, -(-trips // chunks))})"
 
 
 def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
@@ -241,9 +260,9 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) ->
     for level, (size, var) in enumerate(zip(sizes, idx)):
         pad = INDENT * (level + 1)
         if level == 0 and depth == 1:
-            pragma = _parallel(total, "parallel for simd") or "#pragma omp simd"
+            pragma = _parallel(total, "parallel for simd", size) or "#pragma omp simd"
         elif level == 0:
-            pragma = _parallel(total)
+            pragma = _parallel(total, trips=size)
         else:
             pragma = "#pragma omp simd" if level == depth - 1 else ""
         if pragma:
@@ -353,7 +372,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
     types[kir.ROW_SIZE_VAR] = DType.int64
     r = CExprRenderer(types)
     several = isinstance(k.outer_size, Dim) or k.outer_size > 1
-    pragma = _parallel(k.outer_size * k.row_size) if several else ""
+    pragma = _parallel(k.outer_size * k.row_size, trips=k.outer_size) if several else ""
     lines = [INDENT + pragma] if pragma else []
     if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
         lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
@@ -539,7 +558,9 @@ def _epilogue_lines(
     return lines
 
 
-GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets work
+# four tiles per core, taken dynamically: a thread the scheduler holds back delays the call by
+# one tile at most (see CHUNKS); packed B panels make a column tile cost no extra packing
+GEMM_TILES = 4 * max(2, os.cpu_count() or 2)
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
@@ -596,9 +617,11 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
             "}",
         ]
     if isinstance(tiles, int):
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static)"] if tiles > 1 else []
+        lines = [f"{INDENT}#pragma omp parallel for schedule(dynamic, 1)"] if tiles > 1 else []
     else:  # a symbolic batch: parallel over its entries when there are several
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static) if({render_dim(tiles)} > 1)"]
+        lines = [
+            f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if({render_dim(tiles)} > 1)"
+        ]
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < {render_dim(tiles)}; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")
@@ -639,8 +662,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "int64_t mb = gm, nb = gn;",
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
-        f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
-        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}if (per > 1 && gn >= 64 * per) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}else if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",
@@ -667,7 +690,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
             "}",
         ]
     lines = [INDENT + x for x in head]
-    lines.append(f"{INDENT}#pragma omp parallel for schedule(static) if(tiles > 1)")
+    lines.append(f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if(tiles > 1)")
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < tiles; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")

@@ -641,6 +641,11 @@ def _dynamic_crop(ex: _Exporter, node: Node) -> None:
     ex.add("Pad", [x, pads], ex.output_names(node), name=f"/{node.name}")
 
 
+@export_rule("DynamicSliceAxes")
+def _dynamic_slice_axes(ex: _Exporter, node: Node) -> None:
+    ex.add("Slice", ex.input_names(node), ex.output_names(node), name=f"/{node.name}")
+
+
 @export_rule("Split")
 def _split(ex: _Exporter, node: Node) -> None:
     attrs = dict(node.attrs)

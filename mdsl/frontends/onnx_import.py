@@ -1075,6 +1075,8 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         return dynamic_reshape(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[1]) is None:
         return dynamic_slice(ctx, node)
+    if mapping.mdsl_type == "Slice" and node.opset >= 10 and _run_time(ctx, node, (3, 4)):
+        return _dynamic_slice_axes(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[2]) is None:
         return dynamic_slice(ctx, node)
     crops = _run_time_pads(ctx, node, mapping, attrs)
@@ -1151,6 +1153,8 @@ def dynamic_reshape(ctx: _Importer, node: OnnxNode) -> list:
 def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
     """A Slice whose starts or ends are computed at run time: a DynamicSlice, its
     lengths data-dependent (axes and steps must be import-time values)."""
+    if _run_time(ctx, node, (3, 4)):
+        return _dynamic_slice_axes(ctx, node)
     axes, steps = (
         None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
         for value in (ctx.constant_input(node, i, what) for i, what in ((3, "axes"), (4, "steps")))
@@ -1165,6 +1169,34 @@ def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
     with ctx.scope_of(node) as leaf:
         attrs = {"axes": axes, "steps": steps, "lengths": lengths}
         return ctx.emit("DynamicSlice", [ctx.input_tensor(node, 0), *bounds], attrs, name=leaf)
+
+
+def _run_time(ctx: _Importer, node: OnnxNode, positions) -> bool:
+    """Whether one of the inputs at `positions` is given and known only at run time."""
+    return any(
+        i < len(node.inputs) and node.inputs[i] and ctx.value(node.inputs[i]) is None
+        for i in positions
+    )
+
+
+def _dynamic_slice_axes(ctx: _Importer, node: OnnxNode) -> list:
+    """A Slice whose axes or steps are computed at run time: a DynamicSliceAxes (every
+    dim data-dependent); absent axes are 0, 1, ..., absent steps 1."""
+    x = ctx.input_tensor(node, 0)
+    parts = []
+    for index in (1, 2, 3, 4):
+        name = node.inputs[index] if index < len(node.inputs) else ""
+        if name:
+            t = ctx.tensor(name)
+        else:
+            count = ctx.type_of(node.inputs[1]).shape[0]
+            default = np.arange(count) if index == 3 else np.ones(count)
+            t = ctx.current_graph().const(
+                f"slice_{'axes' if index == 3 else 'steps'}", default.astype(np.int64)
+            )
+        parts.append(t if t.dtype == DType.int64 else ctx.emit("Cast", [t], {"to": DType.int64})[0])
+    with ctx.scope_of(node) as leaf:
+        return ctx.emit("DynamicSliceAxes", [x, *parts], {}, name=leaf)
 
 
 def convert_attrs(node: OnnxNode, opdef, mapping: OpMapping | None) -> dict:

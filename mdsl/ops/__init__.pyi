@@ -772,6 +772,22 @@ def dynamic_slice(x, starts, ends, axes=None, steps=None, *, lengths=None, name:
     array([2., 3., 4.], dtype=float32)
     """
 
+def dynamic_slice_axes(x, starts, ends, axes, steps, *, name: str | None = None, device: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, all four int64 vectors read at run time
+    (ONNX Slice); every output dim is data-dependent.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (3, 4))
+    ...     s, e, a, st = (g.input(n, (1,), "int64") for n in "seat")
+    ...     g.output(mdsl.ops.dynamic_slice_axes(x, s, e, a, st), "y")
+    >>> feeds = {"s": np.array([3]), "e": np.array([0]), "a": np.array([-1]), "t": np.array([-2])}
+    >>> mdsl.interpret(g, {"x": np.arange(12, dtype=np.float32).reshape(3, 4), **feeds})["y"]
+    array([[ 3.,  1.],
+           [ 7.,  5.],
+           [11.,  9.]], dtype=float32)
+    """
+
 def einsum(equation: str, *operands, name: str | None = None, device: str | None = None) -> Tensor:
     """Einstein summation as numpy.einsum / torch.einsum spell it (ONNX Einsum).
 

@@ -306,3 +306,60 @@ data_dependent(
     count=lambda x, crops, **_: x.rank,
     bounds=lambda x, crops, **_: list(x.shape),
 )
+
+
+@op_proto(
+    "DynamicSliceAxes",
+    inputs={"x": "any", "starts": "int", "ends": "int", "axes": "int", "steps": "int"},
+    outputs={"y": "any"},
+    attrs={DYNAMIC: Attr([str], default=())},
+    category="opaque",
+)
+def _dynamic_slice_axes(x, starts, ends, axes, steps, *, dynamic):
+    """ONNX Slice with its axes and steps too read at run time: which axes are sliced
+    is known only then, so every output dim is data-dependent, at most the input's."""
+    count = _sliced_count(starts, ends, None, None)
+    for what, t in (("axes", axes), ("steps", steps)):
+        check(
+            t.rank == 1 and t.is_static and t.shape[0] == count, f"{what} must have {count} entries"
+        )
+    check(len(dynamic) == x.rank, f"{len(dynamic)} symbol names for rank {x.rank}")
+    return TensorType(tuple(value_dim(s) for s in dynamic), x.dtype)
+
+
+def dynamic_slice_axes(x, starts, ends, axes, steps, *, name: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, all four int64 vectors read at run time
+    (ONNX Slice); every output dim is data-dependent.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (3, 4))
+    ...     s, e, a, st = (g.input(n, (1,), "int64") for n in "seat")
+    ...     g.output(mdsl.ops.dynamic_slice_axes(x, s, e, a, st), "y")
+    >>> feeds = {"s": np.array([3]), "e": np.array([0]), "a": np.array([-1]), "t": np.array([-2])}
+    >>> mdsl.interpret(g, {"x": np.arange(12, dtype=np.float32).reshape(3, 4), **feeds})["y"]
+    array([[ 3.,  1.],
+           [ 7.,  5.],
+           [11.,  9.]], dtype=float32)
+    """
+    return _dynamic_slice_axes(x, starts, ends, axes, steps, name=name)
+
+
+def _dynamic_slice_axes_ref(x, starts, ends, axes, steps, **_):
+    axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    steps = [int(s) for s in np.asarray(steps).reshape(-1)]
+    if any(not -x.ndim <= a < x.ndim for a in axes) or len(
+        {a % max(x.ndim, 1) for a in axes}
+    ) != len(axes):
+        raise ExecutionError(f"slice axes {axes} are outside rank {x.ndim} or repeat an axis")
+    if any(s == 0 for s in steps):
+        raise ExecutionError(f"slice steps {steps} hold a 0")
+    return _dynamic_slice_ref(x, starts, ends, axes=axes, steps=steps)
+
+
+register_op_impl("DynamicSliceAxes", _dynamic_slice_axes_ref)
+data_dependent(
+    "DynamicSliceAxes",
+    count=lambda x, *_, **__: x.rank,
+    bounds=lambda x, *_, **__: list(x.shape),
+)

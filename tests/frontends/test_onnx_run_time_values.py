@@ -323,3 +323,37 @@ def test_run_time_pads_or_shapes_that_do_not_fit_are_execution_errors_naming_the
     with pytest.raises(mdsl.ExecutionError, match=message) as e:
         run(**feeds)
     assert e.value.node in ("Pad_crop", "DynamicReshape")  # the ONNX nodes have no names
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_a_slice_with_run_time_axes_and_steps_matches_onnxruntime(backend):
+    import onnxruntime as ort
+
+    graph = oh.make_graph(
+        [oh.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+        "slice_axes",
+        [
+            oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 5]),
+            *(oh.make_tensor_value_info(n, onnx.TensorProto.INT64, [1]) for n in ("axes", "steps")),
+        ],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [
+            onnx.numpy_helper.from_array(np.array([4], np.int64), "starts"),
+            onnx.numpy_helper.from_array(np.array([0], np.int64), "ends"),
+        ],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    g = mdsl.frontends.onnx.load(model)
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    for axis, step in [(1, -1), (0, -2), (-1, -3)]:
+        feeds = {"x": x, "axes": np.array([axis]), "steps": np.array([step])}
+        (want,) = session.run(None, feeds)
+        np.testing.assert_array_equal(run(**feeds)["y"], want)
+    with pytest.raises(mdsl.ExecutionError, match="outside rank"):
+        run(x=x, axes=np.array([2]), steps=np.array([1]))

@@ -320,7 +320,7 @@ class DimBinding:
     symbol: object  # Dim
     value: object  # int | Dim
     lo: int
-    hi: int | None
+    hi: object  # int | Dim (of symbols bound before the run) | None
     failure: int
 
 

@@ -28,6 +28,7 @@ from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
+from mdsl.targets.c import softmax_rows
 from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
@@ -95,6 +96,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
         uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
+        uses_softmax_rows=any(
+            isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
+            for k in plan.all_kernels()
+        ),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
@@ -265,13 +270,32 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
 PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no OpenMP entry cost)
 
 
-def _parallel(work: int, clause: str = "parallel for") -> str:
+# A parallel loop is cut into about this many chunks that the team's threads take as they
+# finish (`schedule(dynamic)`): when the scheduler holds one thread back (another process on
+# its core), the others take its share and the call waits for one chunk of it at most,
+# instead of for half the loop (static halves). Chunks keep at least CHUNK_MIN_WORK elements.
+CHUNKS = 16
+CHUNK_MIN_WORK = 16384
+
+
+def _parallel(work: int, clause: str = "parallel for", trips=None) -> str:
     """An OpenMP pragma for a loop doing `work` element operations; small loops get none
     (entering a parallel region costs microseconds even when it runs on one thread).
-    Symbolic work decides at run time (an `if` clause)."""
+    Symbolic work decides at run time (an `if` clause). Given the loop's trip count
+    `trips`, its iterations are handed out in dynamic chunks (see CHUNKS)."""
+    if trips is not None:
+        clause += " " + _dynamic_schedule(work, trips, simd="simd" in clause)
     if isinstance(work, Dim):
         return f"#pragma omp {clause} if({render_dim(work)} > {PARALLEL_MIN})"
     return f"#pragma omp {clause}" if work > PARALLEL_MIN else ""
+
+
+def _dynamic_schedule(work, trips, simd: bool) -> str:
+    kind = "simd:dynamic" if simd else "dynamic"
+    if isinstance(trips, Dim) or isinstance(work, Dim):
+        return f"schedule({kind}, ({render_dim(trips)} + {CHUNKS - 1}) / {CHUNKS})"
+    chunks = max(1, min(CHUNKS, work // CHUNK_MIN_WORK))
+    return f"schedule({kind}, {max(1, -(-trips // chunks))})"
 
 
 def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
@@ -280,9 +304,9 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) ->
     for level, (size, var) in enumerate(zip(sizes, idx)):
         pad = INDENT * (level + 1)
         if level == 0 and depth == 1:
-            pragma = _parallel(total, "parallel for simd") or "#pragma omp simd"
+            pragma = _parallel(total, "parallel for simd", size) or "#pragma omp simd"
         elif level == 0:
-            pragma = _parallel(total)
+            pragma = _parallel(total, trips=size)
         else:
             pragma = "#pragma omp simd" if level == depth - 1 else ""
         if pragma:
@@ -366,30 +390,39 @@ def _replace_node(root: E.Expr, node: E.Expr, by: E.Expr) -> E.Expr:
     return done[id(root)]
 
 
-def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
-    k, stashes = _stash_row_values(k)
+def _row_strides(k: kir.Rowwise) -> dict[int, object]:
+    """The row stride of each load and row store of `k`, by id of its access, when the
+    row's dims merge into one (else empty)."""
     n_outer = len(k.outer_shape)
-    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
-    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
-    types[kir.ROW_SIZE_VAR] = DType.int64
-    r = CExprRenderer(types)
-    several = isinstance(k.outer_size, Dim) or k.outer_size > 1
-    pragma = _parallel(k.outer_size * k.row_size) if several else ""
-    lines = [INDENT + pragma] if pragma else []
-    if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
-        lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
-    lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
-    body = _decompose("o", "o", k.outer_shape)
     row_accesses = list(k.loads.values()) + [
         p.access for p in k.phases if isinstance(p, kir.RowStore)
     ]
     row_dims = merge_dims(
         k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
     )
-    row_stride = {}
-    if len(row_dims) == 1:
-        for a, s in zip(row_accesses, row_dims[0][1]):
-            row_stride[id(a)] = s
+    if len(row_dims) != 1:
+        return {}
+    return {id(a): s for a, s in zip(row_accesses, row_dims[0][1])}
+
+
+def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
+    form = softmax_rows.softmax_form(k)
+    if form is not None and not softmax_rows.usable(k, form, _row_strides(k)):
+        form = None
+    k, stashes = (k, {}) if form is not None else _stash_row_values(k)
+    n_outer = len(k.outer_shape)
+    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
+    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
+    types[kir.ROW_SIZE_VAR] = DType.int64
+    r = CExprRenderer(types)
+    several = isinstance(k.outer_size, Dim) or k.outer_size > 1
+    pragma = _parallel(k.outer_size * k.row_size, trips=k.outer_size) if several else ""
+    lines = [INDENT + pragma] if pragma else []
+    if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
+        lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
+    lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
+    body = _decompose("o", "o", k.outer_shape)
+    row_stride = _row_strides(k)
     bases = {}
     for name, a in list(k.loads.items()) + [
         (f"st{i}", p.access)
@@ -402,11 +435,28 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         )
         bases[id(a)] = f"b_{name}"
         body.append(f"const int64_t b_{name} = {base};")
-    for phase in k.phases:
-        body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
+    if form is not None:
+        body += _softmax_row_lines(k, form, r, bases, row_stride, n_outer)
+    else:
+        for phase in k.phases:
+            body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
     lines += [INDENT * 2 + line for line in body]
     lines.append(f"{INDENT}}}")
     return "\n".join(lines)
+
+
+def _softmax_row_lines(k, form, r, bases, row_stride, n_outer) -> list[str]:
+    """One row of a softmax / log-softmax as a call of its runtime helper; an input
+    expression that is not a plain row load is first written into the output row."""
+    out = f"{form.out.buffer} + {bases[id(form.out)]}"
+    source = softmax_rows.plain_row_load(k, form, row_stride)
+    lines = []
+    if source is None:
+        lines += _phase_lines(k, kir.RowStore(form.out, form.value), r, bases, row_stride, n_outer)
+        src = out
+    else:
+        src = f"{source.buffer} + {bases[id(source)]}"
+    return [*lines, f"{form.helper}({src}, {out}, {render_dim(k.row_size)});"]
 
 
 def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
@@ -552,7 +602,9 @@ def _epilogue_lines(
     return lines
 
 
-GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets work
+# four tiles per core, taken dynamically: a thread the scheduler holds back delays the call by
+# one tile at most (see CHUNKS); packed B panels make a column tile cost no extra packing
+GEMM_TILES = 4 * max(2, os.cpu_count() or 2)
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
@@ -609,9 +661,11 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
             "}",
         ]
     if isinstance(tiles, int):
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static)"] if tiles > 1 else []
+        lines = [f"{INDENT}#pragma omp parallel for schedule(dynamic, 1)"] if tiles > 1 else []
     else:  # a symbolic batch: parallel over its entries when there are several
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static) if({render_dim(tiles)} > 1)"]
+        lines = [
+            f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if({render_dim(tiles)} > 1)"
+        ]
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < {render_dim(tiles)}; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")
@@ -652,8 +706,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "int64_t mb = gm, nb = gn;",
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
-        f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
-        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}if (per > 1 && gn >= 64 * per) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}else if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",
@@ -680,7 +734,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
             "}",
         ]
     lines = [INDENT + x for x in head]
-    lines.append(f"{INDENT}#pragma omp parallel for schedule(static) if(tiles > 1)")
+    lines.append(f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if(tiles > 1)")
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < tiles; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 
 import jinja2
 
@@ -49,22 +50,38 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
     env = _env()
     kernel_template = env.get_template("kernel.c.j2")
     kernels, calls = [], {}
+    shared: dict[tuple[str, str], str] = {}  # (parameters, body) as `_code_key` -> function
+    position = {name: i for i, name in enumerate(plan.buffers)}
     for step, k in enumerate(plan.all_kernels()):
         if isinstance(k, kir.Branch | kir.Loop):
             continue  # rendered in the schedule (`mdsl.targets.c.control`)
-        params, args = _signature(plan, k)
-        body = _BODY[type(k)](plan, k)
-        kernels.append(
-            kernel_template.render(
-                name=k.name,
-                kind=k.KIND,
-                nodes=[_node_line(n) for n in k.nodes],
-                params=", ".join(params) or "void",
-                body=body.rstrip("\n"),
-            ).rstrip("\n")
-        )
+        params, args = _signature(plan, k, position)
+        body = _BODY[type(k)](plan, k).rstrip("\n")
+        nodes = [_node_line(n) for n in k.nodes]
+        key = _code_key(params, body)
+        function = shared.get(key) if key else None
+        if function is None:
+            function = k.name
+            if key:
+                shared[key] = function
+            kernels.append(
+                kernel_template.render(
+                    name=k.name,
+                    kind=k.KIND,
+                    nodes=nodes,
+                    params=", ".join(params) or "void",
+                    body=body,
+                ).rstrip("\n")
+            )
+        else:  # a repeated layer's kernel: one function, compiled once
+            kernels.append(
+                "\n".join(
+                    [f"/* {k.name}: {k.KIND}, runs as {function}", *(f" *   {n}" for n in nodes)]
+                )
+                + "\n */"
+            )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls[id(k)] = f"if ({k.name}({', '.join(args)})) return {step + 1};"
+        calls[id(k)] = f"if ({function}({', '.join(args)})) return {step + 1};"
         if isinstance(k, kir.Callback):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
@@ -156,9 +173,9 @@ def _dim_lines(plan: Plan) -> list[str]:
     return [*lines, "(void)dims; (void)offsets;"]
 
 
-def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
+def _signature(plan: Plan, k, position: dict[str, int]) -> tuple[list[str], list[str]]:
     reads, writes = kernel_buffers(k)
-    names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
+    names = sorted(reads | writes, key=position.__getitem__)
     params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
     args = list(names)
     slots = free_symbols(k) if plan.symbols else ()  # a static plan has no Dims to look for
@@ -169,6 +186,33 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
         params.append("mdsl_callback_t callback")
         args.append("callback")
     return params, args
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MUTABLE_STATIC = re.compile(r"\bstatic\s+(?!const\b)")
+# a local the body declares: `const float ld3 =`, `int r7_nan = 0;`, `int64_t b_ld2 =`
+_DECLARED = re.compile(
+    r"\b(?:float|double|int|char|_Float16|[a-z][a-z0-9]*_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?=[=;\[])"
+)
+
+
+def _code_key(params: list[str], body: str) -> tuple[str, str] | None:
+    """What makes two kernels one function: their code with each parameter renamed by
+    its position and each local it declares by the order of declaration (BERT's 12
+    layers differ only in the buffers they are passed and in the planner's numbering
+    of locals); every other name must be equal. None for a body with mutable static
+    state (a oneDNN primitive), which is never shared."""
+    if _MUTABLE_STATIC.search(body):
+        return None
+    names = {p.split()[-1].lstrip("*"): f"@{i}" for i, p in enumerate(params)}
+    for name in _DECLARED.findall(body):
+        names.setdefault(name, f"@v{len(names)}")
+
+    def rename(text: str) -> str:
+        return _IDENTIFIER.sub(lambda m: names.get(m.group(), m.group()), text)
+
+    return ", ".join(rename(p) for p in params), rename(body)
 
 
 # -- addressing and typed loads/stores ---------------------------------------------------------

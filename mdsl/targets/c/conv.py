@@ -114,8 +114,8 @@ def _store_lines(k: kir.Conv, epilogue_lines) -> list[str]:
 
 
 def uses_onednn(plan) -> bool:
-    """Whether a convolution of `plan` is computed by oneDNN (the library links it)."""
-    return any(isinstance(k, kir.Conv) and k.onednn for k in plan.all_kernels())
+    """Whether a convolution or GEMM of `plan` is computed by oneDNN (the library links it)."""
+    return any(isinstance(k, (kir.Conv, kir.Gemm)) and k.onednn for k in plan.all_kernels())
 
 
 def onednn_link_args(plan) -> tuple[str, ...]:

@@ -19,7 +19,13 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
-from mdsl.codegen.packing import with_onednn, with_packed_conv_weights, with_packed_weights
+from mdsl.codegen.packing import (
+    chained_to_conv,
+    onednn_post_ops,
+    with_onednn,
+    with_packed_conv_weights,
+    with_packed_weights,
+)
 from mdsl.codegen.strided_operands import transpose_view
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -228,7 +234,13 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         _unless_trivial(epilogue, target),
         space,
     )
-    conv = with_onednn(ctx, conv, w)
+    conv = with_onednn(ctx, conv, w, chained_to_conv(anchor, outputs))
+    fused = onednn_post_ops(anchor, members, outputs) if conv.onednn else None
+    if fused is not None:  # oneDNN applies the epilogue itself
+        conv.post_ops, residual = fused
+        conv.epilogue = None
+        conv.bias = ctx.buffer_of(bias) if bias is not None else ""
+        conv.residual = ctx.buffer_of(residual) if residual is not None else ""
     if not conv.onednn:
         conv = with_packed_conv_weights(ctx, conv, w)
     if conv.scratch_elems:

@@ -64,6 +64,8 @@ dnnl_status_t dnnl_memory_desc_create_with_strides(dnnl_memory_desc_t *md, int n
     const int64_t *dims, int data_type, const int64_t *strides);
 dnnl_status_t dnnl_memory_desc_create_with_tag(dnnl_memory_desc_t *md, int ndims,
     const int64_t *dims, int data_type, int tag);
+dnnl_status_t dnnl_memory_desc_create_with_string_tag(dnnl_memory_desc_t *md, int ndims,
+    const int64_t *dims, int data_type, const char *tag);
 dnnl_status_t dnnl_memory_desc_destroy(dnnl_memory_desc_t md);
 size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t md);
 int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs);
@@ -88,6 +90,11 @@ dnnl_status_t dnnl_convolution_forward_primitive_desc_create(dnnl_primitive_desc
     const_dnnl_memory_desc_t weights_desc, const_dnnl_memory_desc_t bias_desc,
     const_dnnl_memory_desc_t dst_desc, const int64_t *strides, const int64_t *dilates,
     const int64_t *padding_l, const int64_t *padding_r, dnnl_primitive_attr_t attr);
+dnnl_status_t dnnl_pooling_forward_primitive_desc_create(dnnl_primitive_desc_t *pd,
+    dnnl_engine_t engine, int prop_kind, int alg_kind, const_dnnl_memory_desc_t src_desc,
+    const_dnnl_memory_desc_t dst_desc, const int64_t *strides, const int64_t *kernel,
+    const int64_t *dilation, const int64_t *padding_l, const int64_t *padding_r,
+    dnnl_primitive_attr_t attr);
 dnnl_status_t dnnl_reorder_primitive_desc_create(dnnl_primitive_desc_t *pd,
     const_dnnl_memory_desc_t src_desc, dnnl_engine_t src_engine,
     const_dnnl_memory_desc_t dst_desc, dnnl_engine_t dst_engine, dnnl_primitive_attr_t attr);
@@ -165,6 +172,8 @@ class ConvProbe:
     impl: str
     src_elems: int
     dst_elems: int
+    src_layout: str = ""  # its source's layout, a key of LAYOUTS ("": another)
+    dst_layout: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,7 +191,19 @@ class ConvShape:
 
 
 # kernels worth the two reorders; `gemm` (im2col) and `ref` ones are not
-FAST_IMPLS = ("brgconv", "jit")
+FAST_IMPLS = ("brgconv", "brdgmm", "jit")
+# the layouts mdsl keeps tensors in between oneDNN kernels, by oneDNN's string tags:
+# channels last (what its fp32 `brgconv` kernels of 3.2 pick), 16 or 8 channels a block
+LAYOUTS = {"acdb": "NHWC", "aBcd16b": "nChw16c", "aBcd8b": "nChw8c"}
+
+
+def channel_block(layout: str) -> int:
+    """Channels per block of `layout` (a key of LAYOUTS), 1 for channels last.
+
+    >>> channel_block("aBcd16b"), channel_block("acdb")
+    (16, 1)
+    """
+    return int(layout[4:-1]) if layout.startswith("aBcd") else 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -248,6 +269,19 @@ class _Conv:
             return 0
         return -(-self.lib.dnnl_memory_desc_get_size(chosen) // 64) * 16  # whole cache lines
 
+    def layout_of(self, what, dims) -> str:
+        """The tag (a key of LAYOUTS) of the layout of tensor `what`, "" for another."""
+        chosen = self.query(what)
+        for tag in LAYOUTS:
+            md = self.ffi.new("dnnl_memory_desc_t *")
+            name = self.ffi.new("char[]", tag.encode())
+            self.lib.dnnl_memory_desc_create_with_string_tag(
+                md, len(dims), self.dims(dims), F32, name
+            )
+            if self.lib.dnnl_memory_desc_equal(chosen, md[0]):
+                return tag
+        return ""
+
     def impl(self) -> str:
         out = self.ffi.new("char **")
         self.lib.dnnl_primitive_desc_query(self.pd[0], QUERY_IMPL_INFO_STR, 0, out)
@@ -281,19 +315,27 @@ class _Conv:
 
 
 @functools.lru_cache(maxsize=512)
+def _probed(shape: ConvShape) -> _Conv | None:
+    if _ffi_lib() is None:
+        return None
+    conv = _Conv(shape)
+    return conv if conv.ok else None
+
+
+@functools.lru_cache(maxsize=512)
 def probe_conv(shape: ConvShape) -> ConvProbe | None:
     """oneDNN's choice for `shape` (forward inference, float32, source, weights and
     destination `any`), or None when oneDNN is missing or refuses it (`available()` is
     not asked)."""
-    if _ffi_lib() is None:
-        return None
-    conv = _Conv(shape)
-    if not conv.ok:
+    conv = _probed(shape)
+    if conv is None:
         return None
     return ConvProbe(
         conv.impl(),
         conv.extra_floats(QUERY_SRC_MD, shape.x),
         conv.extra_floats(QUERY_DST_MD, shape.y),
+        conv.layout_of(QUERY_SRC_MD, shape.x),
+        conv.layout_of(QUERY_DST_MD, shape.y),
     )
 
 

@@ -46,12 +46,14 @@ class _Concat:
         return [p.loads["src"].buffer for p in self.parts]
 
 
-def keep_blocked(plan, reads: Callable[[object], set[str]]) -> None:
+def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
     """Mark the tensors of `plan` (a plan without control flow) that stay blocked, size
     their buffers for it and rewrite the kernels that touch them; `reads(k)` names the
-    buffers kernel `k` reads."""
+    buffers kernel `k` reads. Returns the Conv nodes of 1x1 and depthwise convolutions
+    sent to oneDNN that read and write NCHW all the same: the two reorders make them
+    slower than mdsl's kernels, so the planner plans them again without oneDNN."""
     if plan.has_control_flow:
-        return
+        return []
     concats = _channel_concats(plan.kernels)
     part_of = {id(p): c for c in concats for p in c.parts}
     readers: dict[str, list] = {}
@@ -70,6 +72,13 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> None:
             del layout[b]
     for b, tag in layout.items():
         _apply(b, tag, readers.get(b, []), writers[b], plan)
+    return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
+
+
+def _lonely(k) -> bool:
+    if not isinstance(k, kir.Conv) or not k.onednn or k.x_layout or k.out_layout:
+        return False
+    return k.kh * k.kw == 1 or k.group == k.c == k.cout > 1
 
 
 def _candidates(kernels: list, concats: list[_Concat], arena: set[str]) -> dict[str, str]:
@@ -139,12 +148,14 @@ def _conv_writes_blocked(k) -> bool:
 
 
 def _poolable(k) -> bool:
-    """A 2-D pooling oneDNN's pooling primitive computes as ONNX does: max pooling, or
-    average pooling of windows without padding (oneDNN's counts differ at ceil-mode
-    edges)."""
+    """A 2-D pooling oneDNN's pooling primitive computes as ONNX does: max pooling,
+    average pooling that excludes the padding, or one that counts it over windows
+    without padding (ONNX counts the padding but not a ceil-mode overhang past it)."""
     if not isinstance(k, kir.Pool) or len(k.in_spatial) != 2 or pool_pad_end(k) is None:
         return False
-    return k.kind == "max" or (not any(k.pads) and not any(pool_pad_end(k) or ()))
+    if k.kind == "max" or not k.count_include_pad:
+        return True
+    return not any(k.pads) and not any(pool_pad_end(k) or ())
 
 
 def pool_pad_end(k: kir.Pool) -> list[int] | None:

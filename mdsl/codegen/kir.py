@@ -213,6 +213,10 @@ class Conv:
     onednn: str = ""
     onednn_src_elems: int = 0
     onednn_dst_elems: int = 0
+    onednn_w_elems: int = 0  # floats of packed_w, which the generated code checks
+    # the team size its primitive is made for (0: the first call's; oneDNN blocks some
+    # convolutions' weights by it, `onednn.weights_threads`)
+    onednn_threads: int = 0
     # its epilogue as oneDNN post-ops (`mdsl.codegen.packing.onednn_post_ops`: ("relu",),
     # ("clip", lo, hi), ("sum",) adding `residual`) and oneDNN's bias
     post_ops: tuple = ()

@@ -234,13 +234,13 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         _unless_trivial(epilogue, target),
         space,
     )
-    conv = with_onednn(ctx, conv, w, chained_to_conv(anchor, outputs))
-    fused = onednn_post_ops(anchor, members, outputs) if conv.onednn else None
-    if fused is not None:  # oneDNN applies the epilogue itself
-        conv.post_ops, residual = fused
-        conv.epilogue = None
-        conv.bias = ctx.buffer_of(bias) if bias is not None else ""
-        conv.residual = ctx.buffer_of(residual) if residual is not None else ""
+    chained = anchor.name not in ctx.hand_written and chained_to_conv(anchor, outputs)
+    fused = onednn_post_ops(anchor, members, outputs)
+    if fused is not None:
+        post_ops, residual = fused
+        buffers = [ctx.buffer_of(t) if t is not None else "" for t in (residual, bias)]
+        fused = (post_ops, *buffers)
+    conv = with_onednn(ctx, conv, w, chained, fused)
     if not conv.onednn:
         conv = with_packed_conv_weights(ctx, conv, w)
     if conv.scratch_elems:

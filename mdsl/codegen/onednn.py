@@ -188,6 +188,10 @@ class ConvShape:
     dilates: tuple[int, ...]
     pad_l: tuple[int, ...]
     pad_r: tuple[int, ...]
+    # oneDNN's bias and post-ops (`kir.Conv.post_ops`): they may change its choice of
+    # kernel and of the weights' blocking, so the plan asks with them
+    bias: bool = False
+    post_ops: tuple = ()
 
 
 # kernels worth the two reorders; `gemm` (im2col) and `ref` ones are not
@@ -221,11 +225,15 @@ def _ffi_lib():
 class _Conv:
     """A convolution's primitive descriptor, made through cffi at plan time."""
 
-    def __init__(self, shape: ConvShape):
+    def __init__(self, shape: ConvShape, threads: int = 0):
         self.ffi, self.lib = _ffi_lib()
         self.engine = self.ffi.new("dnnl_engine_t *")
         self.pd = self.ffi.new("dnnl_primitive_desc_t *")
-        self.ok = self.lib.dnnl_engine_create(self.engine, CPU, 0) == 0 and (
+        with _planning_threads(threads or plan_threads()):
+            self.ok = self._create(shape)
+
+    def _create(self, shape: ConvShape) -> bool:
+        return self.lib.dnnl_engine_create(self.engine, CPU, 0) == 0 and (
             self.lib.dnnl_convolution_forward_primitive_desc_create(
                 self.pd,
                 self.engine[0],
@@ -233,13 +241,31 @@ class _Conv:
                 CONVOLUTION_DIRECT,
                 self.md(shape.x, FORMAT_TAG_ANY),
                 self.md(shape.w, FORMAT_TAG_ANY),
-                self.ffi.NULL,
+                self.md((shape.y[1],)) if shape.bias else self.ffi.NULL,
                 self.md(shape.y, FORMAT_TAG_ANY),
                 *(self.dims(v) for v in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r)),
-                self.ffi.NULL,
+                self.attr(shape.post_ops),
             )
             == 0
         )
+
+    def attr(self, post_ops: tuple):
+        """Primitive attributes holding `post_ops` (NULL: none)."""
+        if not post_ops:
+            return self.ffi.NULL
+        ops, attr = self.ffi.new("dnnl_post_ops_t *"), self.ffi.new("dnnl_primitive_attr_t *")
+        self.lib.dnnl_post_ops_create(ops)
+        for op in post_ops:
+            if op[0] == "sum":
+                self.lib.dnnl_post_ops_append_sum(ops[0], 1.0, 0, F32)
+            else:
+                alg, lo, hi = (
+                    (ELTWISE_RELU, 0.0, 0.0) if op[0] == "relu" else (ELTWISE_CLIP, *op[1:])
+                )
+                self.lib.dnnl_post_ops_append_eltwise(ops[0], alg, lo, hi)
+        self.lib.dnnl_primitive_attr_create(attr)
+        self.lib.dnnl_primitive_attr_set_post_ops(attr[0], ops[0])
+        return attr[0]
 
     def dims(self, values):
         return self.ffi.new("int64_t[12]", list(values))
@@ -326,7 +352,8 @@ def _probed(shape: ConvShape) -> _Conv | None:
 def probe_conv(shape: ConvShape) -> ConvProbe | None:
     """oneDNN's choice for `shape` (forward inference, float32, source, weights and
     destination `any`), or None when oneDNN is missing or refuses it (`available()` is
-    not asked)."""
+    not asked). oneDNN's choice depends on the team size too: the generated code makes
+    its primitive at `plan_threads()`, as here."""
     conv = _probed(shape)
     if conv is None:
         return None
@@ -339,7 +366,44 @@ def probe_conv(shape: ConvShape) -> ConvProbe | None:
     )
 
 
-def reordered_weights(shape: ConvShape, weights: np.ndarray) -> np.ndarray:
+def weights_threads(shape: ConvShape) -> int:
+    """0 when oneDNN blocks the weights of `shape` alike at one thread and at
+    `plan_threads()` (the generated code makes its primitive at the team size of its
+    first call), else 1: the primitive is then made, and its weights reordered, for one
+    thread (a 1x1 convolution of large K is blocked by team size)."""
+    one, many = _Conv(shape, 1), _probed(shape)
+    if many is None or not one.ok:
+        return 1
+    return (
+        0
+        if one.lib.dnnl_memory_desc_equal(one.query(QUERY_WEIGHTS_MD), many.query(QUERY_WEIGHTS_MD))
+        else 1
+    )
+
+
+def reordered_weights(shape: ConvShape, weights: np.ndarray, threads: int = 0) -> np.ndarray:
     """The OIHW `weights` of the convolution `shape` in the blocked layout its oneDNN
     primitive reads (flat float32), made at plan time."""
-    return _Conv(shape).reordered_weights(shape.w, weights.reshape(shape.w))
+    return _Conv(shape, threads).reordered_weights(shape.w, weights.reshape(shape.w))
+
+
+@functools.lru_cache(maxsize=1)
+def plan_threads() -> int:
+    """The team size oneDNN's primitives are planned for, at plan time and when the
+    generated code makes them: OpenMP's default (`OMP_NUM_THREADS`, else the processors
+    this process may run on). oneDNN picks a convolution's weights blocking from it, and
+    every call of an mdsl library changes the OpenMP setting of its thread."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return int(value) if value.isdigit() and int(value) > 0 else len(os.sched_getaffinity(0))
+
+
+@contextlib.contextmanager
+def _planning_threads(threads: int):
+    """OpenMP's team size of this thread set to `threads` meanwhile."""
+    gomp = ctypes.CDLL("libgomp.so.1")
+    team = gomp.omp_get_max_threads()
+    gomp.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        gomp.omp_set_num_threads(team)

@@ -135,8 +135,10 @@ def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
     (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
     cg, coutg = k.c // k.group, k.cout // k.group
     w = (k.group, coutg, cg, k.kh, k.kw) if k.group > 1 else (k.cout, k.c, k.kh, k.kw)
-    pad_b = (k.oh - 1) * sh + (k.kh - 1) * dh + 1 - k.h - ph
-    pad_r = (k.ow - 1) * sw + (k.kw - 1) * dw + 1 - k.w_in - pw
+    # the padding after the input the output size implies; 0 where the last window ends
+    # inside the input (oneDNN's 1x1 kernels compute wrong results for a negative one)
+    pad_b = max(0, (k.oh - 1) * sh + (k.kh - 1) * dh + 1 - k.h - ph)
+    pad_r = max(0, (k.ow - 1) * sw + (k.kw - 1) * dw + 1 - k.w_in - pw)
     return onednn.ConvShape(
         (k.n, k.c, k.h, k.w_in),
         w,
@@ -145,17 +147,20 @@ def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
         (dh - 1, dw - 1),
         (ph, pw),
         (pad_b, pad_r),
+        bool(k.bias),
+        k.post_ops,
     )
 
 
-def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False) -> kir.Conv:
+def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) -> kir.Conv:
     """`k` computed by oneDNN when that is faster than the hand-written kernels: a
     convolution of constant float32 weights (reordered here into the primitive's layout,
     `packed_w`) and static sizes, for which oneDNN has a blocked kernel (`brgconv`,
     `brdgmm`, `jit`: not its im2col `gemm` or `ref` ones). A 1x1 or depthwise one only
     when it is `chained` to another convolution (its activations may then stay blocked,
     `mdsl.codegen.blocked`): alone, the two reorders between NCHW and the blocked layout
-    cost more than oneDNN gains (docs/cpu-kernels.md has the measurements)."""
+    cost more than oneDNN gains (docs/cpu-kernels.md has the measurements). `fused`
+    (`onednn_post_ops`: post-ops and the residual's buffer) replaces the epilogue."""
     if ctx.derived_constant is None or isinstance(k.n, Dim) or not onednn.available():
         return k
     depthwise = k.group > 1 and k.group == k.c == k.cout
@@ -164,12 +169,19 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False) -> kir.Conv:
     value = constant_value(w)
     if value is None or value.dtype != np.float32:
         return k
+    epilogue = k.epilogue
+    if fused is not None:  # oneDNN applies the epilogue itself
+        k.post_ops, k.residual, k.bias = fused
+        k.epilogue = None
     shape = onednn_geometry(k)
     probe = onednn.probe_conv(shape)
     if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
+        k.post_ops, k.residual, k.bias, k.epilogue = (), "", "", epilogue
         return k
-    packed = onednn.reordered_weights(shape, value)
+    k.onednn_threads = onednn.weights_threads(shape)
+    packed = onednn.reordered_weights(shape, value, k.onednn_threads)
     k.packed_w = ctx.derived_constant(packed, DType.float32)
+    k.onednn_w_elems = int(packed.size)
     k.onednn = probe.impl
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems

@@ -263,14 +263,19 @@ def build_plan(
         _check_bound(g, control_flow)
     else:
         _check_static(g)
-    plan = Plan(g)
-    builder = _PlanBuilder(plan, c_bindings, control_flow)
-    builder.ctx.indexed = indexed
-    builder.assign_io_buffers()
-    plan.kernels.extend(builder.lower_graph(g))
-    builder.copy_aliased_outputs()
-    if c_bindings:
-        keep_blocked(plan, lambda k: kernel_buffers(k)[0])
+    hand_written: frozenset[str] = frozenset()
+    for _ in range(4):  # convolutions oneDNN gains nothing on are planned again without it
+        plan = Plan(g)
+        builder = _PlanBuilder(plan, c_bindings, control_flow)
+        builder.ctx.indexed = indexed
+        builder.ctx.hand_written = hand_written
+        builder.assign_io_buffers()
+        plan.kernels.extend(builder.lower_graph(g))
+        builder.copy_aliased_outputs()
+        lonely = keep_blocked(plan, lambda k: kernel_buffers(k)[0]) if c_bindings else []
+        if not lonely:
+            break
+        hand_written |= frozenset(lonely)
     _name_symbol_slots(plan)
     plan.lifetimes, steps = buffer_lifetimes(plan.kernels)
     plan.lifetimes = {b: life for b, life in plan.lifetimes.items() if b in plan.buffers}

@@ -260,3 +260,22 @@ def test_a_pool_and_concat_chain_stays_in_onednn_layouts_and_equals_torch():
     for _ in range(3):
         np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_weights_are_reordered_into_the_layout_of_the_primitive_the_call_makes(threads):
+    """oneDNN blocks a 1x1 convolution's weights by the team size the primitive is made
+    at (this one differently at 1 and 2 threads): a layout chosen at plan time, in a
+    process of another team size, gave wrong results."""
+    w1, w2 = _rand(512, 1024, 1, 1) * 0.05, _rand(64, 512, 3, 3) * 0.05
+    with mdsl.Graph("team") as g:
+        xi = g.input("x", (1, 1024, 14, 14))
+        h = ops.conv2d(ops.conv2d(xi, g.const("w1", w1)), g.const("w2", w2), pads=1)
+        g.output(h, "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert "oneDNN brgconv_1x1" in _source(exe)
+    x = _rand(1, 1024, 14, 14)
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    expect = F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
+    np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)

@@ -177,7 +177,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{INDENT}x_dims, w_dims, y_dims, {len(shape.w)}, geometry, {int(bool(k.bias))}, "
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
-        f"{k.onednn_src_elems}, {k.onednn_dst_elems}}};",
+        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, {k.onednn_w_elems}, {k.onednn_threads}}};",
         "if (!mdsl_dnnl_conv_ready(&state, &spec))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_conv_run(&state, {k.x}, {k.packed_w}, {k.bias or '0'}, "

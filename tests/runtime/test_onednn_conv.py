@@ -245,7 +245,8 @@ def test_a_pool_and_concat_chain_stays_in_onednn_layouts_and_equals_torch():
         )
         h = ops.max_pool(c(xi, 0, pads=1), 3, strides=2, ceil_mode=True)
         h = ops.concat([c(h, 1), c(h, 2, pads=1)], axis=1)
-        g.output(c(ops.average_pool(c(h, 3, pads=1), 2, strides=2), 4), "y")
+        h = ops.average_pool(c(h, 3, pads=1), 3, strides=2, pads=1)  # padding not counted
+        g.output(c(h, 4), "y")
     exe = mdsl.compile(g, "c", threads=2)
     src = _source(exe)
     assert re.search(rf"oneDNN max pooling: {KEPT} -> {KEPT}", src)
@@ -256,7 +257,8 @@ def test_a_pool_and_concat_chain_stays_in_onednn_layouts_and_equals_torch():
     tc = lambda h, i, p=0: F.relu(F.conv2d(h, t(w[i]), t(b[i]), padding=p))  # noqa: E731
     h = F.max_pool2d(tc(t(x), 0, 1), 3, 2, ceil_mode=True)
     h = torch.cat([tc(h, 1), tc(h, 2, 1)], 1)
-    expect = tc(F.avg_pool2d(tc(h, 3, 1), 2, 2), 4).numpy()
+    h = F.avg_pool2d(tc(h, 3, 1), 3, 2, 1, count_include_pad=False)
+    expect = tc(h, 4).numpy()
     for _ in range(3):
         np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)

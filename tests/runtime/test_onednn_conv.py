@@ -4,6 +4,7 @@ where oneDNN is installed; without it the C target keeps its own kernels."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -281,3 +282,24 @@ def test_weights_are_reordered_into_the_layout_of_the_primitive_the_call_makes(t
     t = lambda a: torch.from_numpy(a)  # noqa: E731
     expect = F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
     np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_a_saved_executable_names_onednn_and_refuses_to_load_where_it_is_missing(
+    tmp_path, monkeypatch
+):
+    x, w = _rand(1, 16, 9, 9), _rand(16, 16, 3, 3)
+    with mdsl.Graph("saved_conv") as g:
+        g.output(ops.relu(ops.conv2d(g.input("x", x.shape), g.const("w", w), pads=1)), "y")
+    exe = mdsl.compile(g, "c")
+    expect = exe(x=x)["y"]
+    [variant] = exe.variants().values()
+    assert str(onednn.library_path()) in variant.linked_libraries()
+    exe.save(tmp_path / "conv.exe")
+    [entry] = json.loads((tmp_path / "conv.exe" / "manifest.json").read_text())["variants"]
+    # found by name where it is loaded, not at this machine's path
+    assert entry["system_libraries"] == [onednn.SONAME] and entry["custom_libraries"] == []
+    np.testing.assert_array_equal(mdsl.load_executable(tmp_path / "conv.exe")(x=x)["y"], expect)
+    monkeypatch.setattr(onednn, "library_path", lambda: None)  # a machine without the wheel
+    with pytest.raises(mdsl.CompileError, match=r"links libdnnl\.so\.3, which is not installed"):
+        mdsl.load_executable(tmp_path / "conv.exe")

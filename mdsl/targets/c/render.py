@@ -194,11 +194,11 @@ def _signature(plan: Plan, k, position: dict[str, int]) -> tuple[list[str], list
     return params, args
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)")
 _MUTABLE_STATIC = re.compile(r"\bstatic\s+(?!const\b)")
 # a local the body declares: `const float ld3 =`, `int r7_nan = 0;`, `int64_t b_ld2 =`
 _DECLARED = re.compile(
-    r"\b(?:float|double|int|char|_Float16|[a-z][a-z0-9]*_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
+    r"\b(?:float|double|int|char|_Float16|u?int(?:8|16|32|64)_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
     r"([A-Za-z_][A-Za-z0-9_]*)\s*(?=[=;\[])"
 )
 
@@ -209,14 +209,16 @@ def _code_key(params: list[str], body: str) -> tuple[str, str] | None:
     layers differ only in the buffers they are passed and in the planner's numbering
     of locals); every other name must be equal. None for a body with mutable static
     state (a oneDNN primitive), which is never shared."""
-    if _MUTABLE_STATIC.search(body):
+    if "static" in body and _MUTABLE_STATIC.search(body):
         return None
     names = {p.split()[-1].lstrip("*"): f"@{i}" for i, p in enumerate(params)}
     for name in _DECLARED.findall(body):
         names.setdefault(name, f"@v{len(names)}")
 
     def rename(text: str) -> str:
-        return _IDENTIFIER.sub(lambda m: names.get(m.group(), m.group()), text)
+        parts = _IDENTIFIER.split(text)  # (other text, identifier) alternating
+        parts[1::2] = [names.get(word, word) for word in parts[1::2]]
+        return "".join(parts)
 
     return ", ".join(rename(p) for p in params), rename(body)
 

@@ -170,6 +170,10 @@ class Gemm:
     epilogue: Epilogue | None
     out_shape: tuple[int, ...] = ()
     packed_b: str = ""  # a constant b packed for the C target (`mdsl.codegen.packing`)
+    # computed by oneDNN's matmul (`mdsl.codegen.onednn_matmul`): its kernel's name, and
+    # the floats of `packed_b` (B in the primitive's blocked layout)
+    onednn: str = ""
+    onednn_b_elems: int = 0
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
+from mdsl.codegen.onednn_matmul import with_onednn_matmul
 from mdsl.codegen.packing import (
     chained_to_conv,
     onednn_post_ops,
@@ -143,7 +144,8 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     )
     if not ctx.c_target:  # the other targets tile and name their GEMMs by the graph's shapes
         return gemm
-    return with_packed_weights(ctx, fold_batch_into_rows(gemm), b)
+    gemm = with_onednn_matmul(ctx, fold_batch_into_rows(gemm), b)
+    return gemm if gemm.onednn else with_packed_weights(ctx, gemm, b)
 
 
 def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:

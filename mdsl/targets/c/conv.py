@@ -115,9 +115,10 @@ def _store_lines(k: kir.Conv, epilogue_lines) -> list[str]:
 
 
 def uses_onednn(plan) -> bool:
-    """Whether a kernel of `plan` is computed by oneDNN (the library links it)."""
+    """Whether a convolution, GEMM or pooling of `plan` is computed by oneDNN (the
+    library links it)."""
     return any(
-        (isinstance(k, kir.Conv) and k.onednn) or (isinstance(k, kir.Pool) and k.layout)
+        (isinstance(k, (kir.Conv, kir.Gemm)) and k.onednn) or (isinstance(k, kir.Pool) and k.layout)
         for k in plan.all_kernels()
     )
 

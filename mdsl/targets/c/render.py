@@ -39,6 +39,7 @@ from mdsl.targets.c.conv import (
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
+from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
 
 INDENT = "    "
 
@@ -107,6 +108,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
             for k in plan.all_kernels()
         ),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
+        uses_onednn_matmul=uses_onednn_matmul(plan),
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -636,6 +638,9 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[in
 
 
 def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
+    if k.onednn:
+        pragma = _parallel(k.m * k.n, trips=k.m) or "/* small: one thread */"
+        return onednn_matmul_body(k, _epilogue_lines, pragma)
     if any(isinstance(v, Dim) for v in (k.m, k.n, k.k, *k.batch_shape)):
         return _symbolic_gemm_body(k)
     real = C_TYPES[k.dtype]

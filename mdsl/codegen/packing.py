@@ -166,6 +166,8 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     depthwise = k.group > 1 and k.group == k.c == k.cout
     if (k.kh * k.kw == 1 or depthwise) and not chained:
         return k
+    if k.kh * k.kw == 1 and k.group > 1:  # ShuffleNet's: slower than mdsl's (measured)
+        return k
     value = constant_value(w)
     if value is None or value.dtype != np.float32:
         return k
@@ -232,8 +234,9 @@ _LAYOUT_KEEPING = ("MaxPool", "AveragePool", "Concat")  # what keeps its layout 
 
 def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
     """Whether the convolution `anchor` reads another convolution's result (through
-    ReLU, Clip, Add, pooling or Concat) or only convolutions, poolings and Concats read
-    its group's `outputs`."""
+    ReLU, Clip, Add, pooling or Concat) or, unless it is depthwise, only convolutions,
+    poolings and Concats read its group's `outputs` (a depthwise convolution reading a
+    channel shuffle, as ShuffleNet's, measured slower on oneDNN with its reorder)."""
     graph = anchor.graph
     if graph is None:
         return False
@@ -247,6 +250,9 @@ def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
             frontier += [
                 i for i in node.inputs[: 1 if node.op_type == "Clip" else None] if i is not None
             ]
+    group, channels = anchor.attrs.get("group", 1), anchor.inputs[0].shape[1]
+    if group > 1 and group == channels == anchor.outputs[0].shape[1]:
+        return False
     readers = [n for t in outputs for n, _ in graph.consumers(t)]
     return bool(readers) and all(n.op_type in ("Conv", *_LAYOUT_KEEPING) for n in readers)
 

@@ -9,14 +9,26 @@ them: about 2,000 nodes. Prints the node count, the parameter count and the medi
 build time over 5 builds. Parameter values are drawn lazily, so this measures building:
 naming, shape inference, checks and recording nodes.
 
-Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5]
+With `--first-result` it measures instead the time to the first result as a user's new
+process sees it: import mdsl, build the graph, `mdsl.compile(backend="c")` (symbolic
+batch) and one call at batch 1, each run in a fresh Python process, with a cold build
+cache (an empty `MDSL_CACHE_DIR`: gcc runs) and then warm (the same folder again). Wall
+and CPU seconds per phase (CPU includes the C compiler's); medians of `--repeats`.
+
+Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5] [--first-result]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import mdsl
@@ -112,11 +124,83 @@ def build_bert(layers: int = 12) -> mdsl.Graph:
     return g
 
 
+PHASES = ("import", "build", "compile", "first call")
+
+
+def _clock() -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its finished children)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
+
+
+def first_result_child(layers: int, start: tuple[float, float]) -> dict:
+    """One user's process: the phases' (wall, CPU) seconds; `start` was taken before
+    this module (and so mdsl) was imported."""
+    import numpy as np
+
+    marks = [start, _clock()]
+    g = build_bert(layers)
+    marks.append(_clock())
+    exe = mdsl.compile(g, backend="c", threads=1)
+    marks.append(_clock())
+    rng = np.random.default_rng(0)
+    exe.run(
+        {
+            "inputs_embeds": rng.standard_normal((1, SEQ, HIDDEN), dtype=np.float32),
+            "token_types": np.eye(2, dtype=np.float32)[np.zeros((1, SEQ), int)],
+            "attention_mask": np.ones((1, 1, 1, SEQ), np.float32),
+        }
+    )
+    marks.append(_clock())
+    phases = {name: (b[0] - a[0], b[1] - a[1]) for name, a, b in zip(PHASES, marks, marks[1:])}
+    return {"phases": phases, "fallbacks": list(exe.plan.fallbacks)}
+
+
+def first_result(layers: int, repeats: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    here = os.path.dirname(os.path.abspath(__file__))
+    child = (
+        "import resource, sys, time; ch = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "start = (time.perf_counter(), time.process_time() + ch.ru_utime + ch.ru_stime); "
+        f"sys.path[:0] = [{here!r}, {os.path.dirname(here)!r}]; import json, build_speed; "
+        f"print(json.dumps(build_speed.first_result_child({layers}, start)))"
+    )
+    cmd = [sys.executable, "-c", child]
+    runs: dict[str, list[dict]] = {"cold": [], "warm": []}
+    for _ in range(repeats):  # cold and warm interleaved: both see the same machine load
+        with tempfile.TemporaryDirectory() as cache:
+            for state in ("cold", "warm"):
+                out = subprocess.run(cmd, env={**env, "MDSL_CACHE_DIR": cache},
+                                     capture_output=True, text=True, check=True)  # fmt: skip
+                runs[state].append(json.loads(out.stdout.splitlines()[-1]))
+    print(f"BERT-base, {layers} layers, symbolic batch, first call at batch 1, seq {SEQ}; "
+          f"medians of {repeats} fresh processes (wall / CPU seconds), "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print("| cache | " + " | ".join(PHASES) + " | compile + first call | all |")
+    print("|---|" + "---|" * (len(PHASES) + 2))
+    for state, results in runs.items():
+        cells = []
+        for name in (*PHASES, "to result", "all"):
+            wall, cpu = zip(*(_phase(r["phases"], name) for r in results))
+            cells.append(f"{statistics.median(wall):.2f} / {statistics.median(cpu):.2f}")
+        print(f"| {state} | " + " | ".join(cells) + " |")
+    print("callbacks:", sorted({f for r in runs["warm"] for f in r["fallbacks"]}) or "none")
+
+
+def _phase(phases: dict, name: str) -> tuple[float, float]:
+    chosen = {"to result": ("compile", "first call"), "all": PHASES}.get(name, (name,))
+    return sum(phases[p][0] for p in chosen), sum(phases[p][1] for p in chosen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--first-result", action="store_true")
     args = parser.parse_args()
+    if args.first_result:
+        first_result(args.layers, args.repeats)
+        return
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -114,6 +114,7 @@ def while_loop(
     *,
     max_iterations: int | None = None,
     shapes=None,
+    bounds: Mapping[str, object] | None = None,
     name: str | None = None,
 ):
     """A While node: `v = loop_vars; while cond_fn(*v): v = body_fn(*v)`; returns the
@@ -122,8 +123,10 @@ def while_loop(
     `cond_fn` returns a bool tensor holding one element; `body_fn` returns as many
     values as there are loop vars, each of its loop var's dtype and shape. `shapes`
     (like `mdsl.cond`'s) declares dims that change between iterations, each a new symbol.
-    With `max_iterations`, a loop still running after that many iterations is an
-    ExecutionError. Nodes inside are named `<scope>/while/cond/...` and
+    `bounds` maps such a symbol to its upper bound, an int or a dim expression of
+    symbols known before the loop runs (a feed's, a value dim): compiled backends size
+    its buffers by it where the Dim declares no max. With `max_iterations`, a loop still
+    running after that many iterations is an ExecutionError. Nodes inside are named `<scope>/while/cond/...` and
     `<scope>/while/body/...`.
 
     >>> import numpy as np, mdsl
@@ -149,6 +152,7 @@ def while_loop(
             _check_max_iterations(max_iterations)
             declared = _declared_shapes(shapes, len(inits), single)
             carried, dynamic = _loop_carried_types(g, inits, declared)
+            _check_bounds(bounds or {}, dynamic)
             names = _param_names(body_fn, len(inits))
             params = list(zip(names, carried))
             _check_arity("cond_fn", cond_fn, len(inits))
@@ -169,6 +173,7 @@ def while_loop(
             "num_loop_vars": len(inits),
             "max_iterations": max_iterations,
             "dynamic": tuple(sorted(dynamic)),
+            "bounds": cf.bounds_attr(tuple(sorted(dynamic)), bounds or {}),
         }
         node = _control_flow_node(g, cf.WHILE, inits + captures, attrs, carried, traced, source)
     return node.outputs[0] if single else tuple(node.outputs)
@@ -244,6 +249,18 @@ def _check_max_iterations(value) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise GraphError(f"max_iterations must be None or an int >= 0, got {value!r}")
+
+
+def _check_bounds(bounds: Mapping[str, object], dynamic: set[str]) -> None:
+    for symbol, bound in bounds.items():
+        if symbol not in dynamic:
+            raise GraphError(f"bounds names {symbol!r}, which is no new symbol of shapes=")
+        if not isinstance(bound, Dim) and (
+            isinstance(bound, bool) or not isinstance(bound, int) or bound < 0
+        ):
+            raise GraphError(f"the bound of {symbol} must be an int >= 0 or a Dim, got {bound!r}")
+        if isinstance(bound, Dim) and bound.free_symbols & dynamic:
+            raise GraphError(f"the bound of {symbol} ({bound}) uses a symbol the loop binds")
 
 
 def _loop_carried_types(g: Graph, inits: list[Tensor], declared: list) -> tuple[list, set]:

@@ -54,30 +54,43 @@ def map_dims(obj, fn: Callable[[Dim], object]):
     """`obj` (Kernel IR records, lists, tuples, dicts) with every Dim replaced by `fn(dim)`;
     unchanged parts are returned as they are (the same objects). Expressions and arrays
     are left alone."""
+    kind = type(obj)
+    if kind in _LEAF_TYPES:  # most of what a plan holds: looked up before isinstance
+        return obj
     if isinstance(obj, Dim):
         return fn(obj)
     if isinstance(obj, _LEAVES):
         return obj
     if isinstance(obj, (list, tuple)):
-        items = [map_dims(v, fn) for v in obj]
-        if all(new is old for new, old in zip(items, obj)):
+        items = None
+        for i, old in enumerate(obj):
+            if type(old) in _LEAF_TYPES:
+                continue
+            new = map_dims(old, fn)
+            if new is not old:
+                items = items or list(obj)
+                items[i] = new
+        if items is None:
             return obj
         return items if isinstance(obj, list) else tuple(items)
     if isinstance(obj, dict):
         items = {k: map_dims(v, fn) for k, v in obj.items()}
         return obj if all(items[k] is v for k, v in obj.items()) else items
-    fields = _field_names(type(obj))
+    fields = _field_names(kind)
     if not fields:
         return obj
     changes = {}
     for name in fields:
         value = getattr(obj, name)
+        if type(value) in _LEAF_TYPES:
+            continue
         new = map_dims(value, fn)
         if new is not value:
             changes[name] = new
     return dataclasses.replace(obj, **changes) if changes else obj
 
 
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 _LEAVES = (str, int, float, bool, type(None), Expr, np.ndarray, np.generic)
 
 

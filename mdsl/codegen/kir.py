@@ -280,7 +280,7 @@ class Indexed:
     """Data-dependent indexing, scans and selections with a fixed loop structure
     (`mdsl.codegen.lower_indexing`): `op` names the form (gather, gather_elements,
     scatter_elements, cumsum, topk, arg_reduce, index_map, one_hot,
-    interpolate), `params` its static sizes.
+    interpolate, dim_values: Shape and Size over symbolic dims), `params` its sizes.
     Inputs and outputs are contiguous buffers of `dtypes` (inputs first); `error` is
     what a run stopped by a bad index reports."""
 
@@ -320,7 +320,7 @@ class DimBinding:
     symbol: object  # Dim
     value: object  # int | Dim
     lo: int
-    hi: int | None
+    hi: object  # int | Dim (of symbols bound before the run) | None
     failure: int
 
 

@@ -160,6 +160,10 @@ def _register_loop_bounds(builder, cf: ControlFlow) -> None:
     from mdsl.codegen.plan import DynamicBound
 
     for symbol, (dim, i, axis) in _dynamic_positions(cf).items():
+        bound = cf.bounds.get(symbol)
+        if bound is not None:  # an int, or a dim of symbols bound before the run
+            builder.plan.bounds.append(DynamicBound(symbol, dim.min, None, (bound,)))
+            continue
         if dim.max is None:
             raise CompileError(
                 f"loop-carried dim {symbol} (output {i} dim {axis}) has no declared max, so "
@@ -225,7 +229,8 @@ def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list
         for axis, (d, size) in enumerate(zip(declared.shape, t.shape)):
             if not (isinstance(d, Dim) and d.name in cf.dynamic):
                 continue
-            hi = "inf" if d.max is None else d.max
+            top = cf.bounds.get(d.name, d.max)
+            hi = "inf" if top is None else top
             where = f"{what} {i} dim {axis}"
             if d.name in seen:
                 message = f"{where}: {d.name} = {{value}}, but an earlier {what} gave another size"
@@ -233,7 +238,7 @@ def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list
                 message = f"{where}: {d.name} = {{value}} is outside its range [{d.min}, {hi}]"
             seen.add(d.name)
             failure = builder.failure(cf.node, message)
-            out.append(kir.DimBinding(Dim(d.name), size, d.min, d.max, failure))
+            out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure))
     return out
 
 

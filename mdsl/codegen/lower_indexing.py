@@ -56,10 +56,12 @@ INDEXED_OPS = (
     "Pad",
     "OneHot",
     "Resize",
+    "Shape",
+    "Size",
 )
 AFFINE_OPS = ("Split", "Tile", "DepthToSpace", "SpaceToDepth")
 # sizes may be symbolic (B x T ids, N labels); Resize checks its own
-SYMBOLIC_OPS = ("Gather", "OneHot", "Resize")
+SYMBOLIC_OPS = ("Gather", "OneHot", "Resize", "Shape", "Size")
 
 
 def lower_indexing(ctx: Context, node: Node, indexed: bool) -> list:
@@ -360,6 +362,17 @@ def _source_index(i: int, n: int, mode: str) -> int:
     return i if i < n else period - i
 
 
+def _shape_values(ctx: Context, node: Node) -> kir.Indexed:
+    """Shape and Size of a tensor of symbolic dims: its dims (their product) written from
+    the run's symbol values; the tensor's data is not read. (Static ones are folded.)"""
+    dims = tuple(node.inputs[0].shape)
+    if node.op_type == "Shape":
+        values = dims[node.attrs["start"] : node.attrs["end"]]
+    else:
+        values = (math.prod(dims, start=1),)
+    return _indexed(ctx, node, "dim_values", [], node.outputs, {"values": values})
+
+
 _INDEXED = {
     "Gather": _gather,
     "GatherElements": _gather_elements,
@@ -372,4 +385,6 @@ _INDEXED = {
     "Pad": _pad,
     "OneHot": _one_hot,
     "Resize": _resize,
+    "Shape": _shape_values,
+    "Size": _shape_values,
 }

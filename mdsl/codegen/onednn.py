@@ -7,7 +7,7 @@ here (`DECLARATIONS`, valid C and cffi `cdef` text alike). Only enums the 3.x AB
 are used: tensors are described by their strides, weights by `format_tag_any` (the
 primitive picks its blocked layout, which a reorder fills once).
 
-When the library is missing (`library_dir()` is None) the C target keeps its own
+When the library is missing (`library_path()` is None) the C target keeps its own
 kernels; nothing else changes.
 """
 
@@ -129,9 +129,32 @@ def available() -> bool:
 
 
 def _candidates() -> list[Path]:
+    """Where oneDNN is looked for: the Python environment's `lib` folder (where pip puts
+    the wheel's library), the base interpreter's, then `LD_LIBRARY_PATH`."""
     dirs = [Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib"]
     dirs += [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
     return [d / SONAME for d in dirs]
+
+
+# `_candidates`' search as one line of Python printing the folder (or nothing): what an
+# emitted Makefile runs at build time, so it links the oneDNN of the machine that builds
+FIND_DIR_PYTHON = (
+    "import os,sys; d=[os.path.join(p,'lib') for p in (sys.prefix,sys.base_prefix)]"
+    "+[p for p in os.environ.get('LD_LIBRARY_PATH','').split(':') if p]; "
+    f"print(next((x for x in d if os.path.isfile(os.path.join(x,'{SONAME}'))),''))"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def preload() -> Path | None:
+    """Load oneDNN into the process for every library after it (RTLD_GLOBAL): a library
+    linking it by soname then finds it here whatever folder it was built against (a
+    saved executable loaded on another machine, another environment). Its path, or None
+    when it is not installed."""
+    path = library_path()
+    if path is not None:
+        ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    return path
 
 
 @functools.lru_cache(maxsize=1)

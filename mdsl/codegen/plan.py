@@ -394,6 +394,7 @@ def _toposort(groups, group_of, position) -> list[_Group]:
                         deps[id(grp)].add(id(producer))
                         users[id(producer)].append(grp)
     first = {id(grp): min(position[n] for n in grp.nodes) for grp in groups}
+    index = {id(grp): i for i, grp in enumerate(groups)}
     ready = [(first[id(grp)], i, grp) for i, grp in enumerate(groups) if not deps[id(grp)]]
     heapq.heapify(ready)
     order = []
@@ -403,7 +404,7 @@ def _toposort(groups, group_of, position) -> list[_Group]:
         for user in users[id(grp)]:
             deps[id(user)].discard(id(grp))
             if not deps[id(user)]:
-                heapq.heappush(ready, (first[id(user)], groups.index(user), user))
+                heapq.heappush(ready, (first[id(user)], index[id(user)], user))
     return order
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from mdsl.frontends.onnx_ops import MAPPINGS, REDUCTIONS, dtype_from_onnx
 from mdsl.frontends.onnx_values import array_from_tensor_proto, attr_from_array
-from mdsl.ir.dim import Dim
+from mdsl.ir.dim import MAX_DIM, Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, ShapeError
 from mdsl.ir.tensor_type import TensorType
@@ -538,7 +538,7 @@ def loop(ctx, node) -> list:
         start = [g.const(f"{name}_iteration", np.int64(0))]
         if condition is None:
             condition = g.const(f"{name}_condition", np.bool_(True))
-        scans, shapes = [], None
+        scans, shapes, bounds = [], None, None
         if n_scan:
             probe = [TensorType((), DType.int64), TensorType((), DType.bool_)]
             probe += [t.type for t in state]
@@ -549,8 +549,9 @@ def loop(ctx, node) -> list:
             )
             scans, declared = _empty_scans(ctx, node, found[1 + n_state :], name)
             shapes = [None] * (2 + n_state) + declared
+            bounds = _scan_bounds(ctx, node, declared, name)
         inits = (*start, condition, *state, *scans)
-        result = while_loop(keep_going, step, inits, shapes=shapes, name=name)
+        result = while_loop(keep_going, step, inits, shapes=shapes, bounds=bounds, name=name)
     return list(result[2:])
 
 
@@ -568,6 +569,29 @@ def _empty_scans(ctx, node, types: list, name: str) -> tuple[list, list]:
         inits.append(emit1(ctx, "ConstantOfShape", shape=(0, *t.shape), value=zero))
         shapes.append((count, *t.shape))
     return inits, shapes
+
+
+def _scan_bounds(ctx, node, declared: list, name: str) -> dict | None:
+    """`bounds=` for the scan rows when the trip count is known only at run time: the
+    trip count itself, a shape-derived dim or (top-level graph) a value dim of
+    clip(M, 0, MAX_DIM), bound before the run, so compiled backends plan the rows per
+    call. None when M is an import-time int (the rows' declared max) or absent."""
+    if not node.inputs or not node.inputs[0]:
+        return None
+    trip = ctx.value(node.inputs[0])
+    if trip is not None and trip.dtype != object:
+        return None
+    if trip is not None:
+        bound = trip.reshape(-1)[0]
+    elif ctx.current_graph() is ctx.graph:
+        m = ctx.input_tensor(node, 0)
+        with ctx.scope_of(node, composite=True):
+            m = emit1(ctx, "Reshape", m, shape=(1,))
+            m = emit1(ctx, "Min", emit1(ctx, "Max", m, np.int64(0)), np.int64(MAX_DIM))
+            (bound,) = value_dims(m, name=f"{_symbol_stem(name)}_trip_count")
+    else:  # inside a body: the rows keep no bound (the loop runs on the interpreter)
+        return None
+    return {shape[0].name: bound for shape in declared}
 
 
 def _symbol_stem(name: str) -> str:

@@ -63,13 +63,22 @@ class ParamInit:
         rng = np.random.default_rng(self.seed)
         if self.kind == "normal":
             table = normal_quantiles() * np.float32(self.scale)
-            data = table.take(_raw_words(rng, count, np.uint16))
+            data = _lookup(table, _raw_words(rng, count, np.uint16))
         elif self.kind == "uniform":
             step = np.float32(self.scale / 2**31)
             data = _raw_words(rng, count, np.int32).astype(np.float32) * step
         else:
             raise GraphError(f"unknown init {self.kind!r}; expected one of {INIT_KINDS}")
         return data.reshape(self.shape).astype(self.dtype.np, copy=False)
+
+
+def _lookup(table: np.ndarray, index: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """`table[index]` in slices: numpy widens the 16-bit indices to 64 bits first, and a
+    slice's widened copy stays in cache (a third less time than one `take` of 85M)."""
+    out = np.empty(index.size, table.dtype)
+    for start in range(0, index.size, chunk):
+        np.take(table, index[start : start + chunk], out=out[start : start + chunk])
+    return out
 
 
 def _raw_words(rng: np.random.Generator, count: int, dtype) -> np.ndarray:

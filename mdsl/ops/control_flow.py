@@ -54,7 +54,10 @@ Types
   symbol (declared with `shapes=` by the user) that each branch may fill differently.
 - A While's initial values and body results fit the loop-carried types the same way:
   a loop-carried dim may be a symbol named in `dynamic`, which changes between
-  iterations (a sequence growing by one each time).
+  iterations (a sequence growing by one each time). A While's attr `bounds` may give
+  each such symbol an upper bound, an int or a dim expression of symbols known before
+  the loop runs (`loop_bounds`); compiled backends size the loop's buffers by it (else
+  by the Dim's declared max), and a value above it is an ExecutionError.
 - Symbols named in `dynamic` are new: no feed binds them. At run time they are bound
   from the arrays: for a subgraph, from its parameters each time it is entered (so each
   iteration rebinds the loop's symbols); after the node, from its outputs. Code
@@ -93,8 +96,8 @@ gives control-flow nodes a kernel that runs their subgraphs in the interpreter
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from mdsl.ir.dim import Dim, as_dim, dims_equal
 from mdsl.ir.dtype import DType
@@ -137,6 +140,7 @@ class ControlFlow:
     captures: tuple[Tensor, ...]
     max_iterations: int | None
     dynamic: frozenset[str]
+    bounds: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def subgraphs(self) -> tuple[Graph, ...]:
@@ -204,7 +208,27 @@ def control_flow(node: Node) -> ControlFlow:
         captures=tuple(node.inputs[n:]),
         max_iterations=node.attrs.get("max_iterations"),
         dynamic=dynamic,
+        bounds=loop_bounds(node),
     )
+
+
+def loop_bounds(node: Node) -> dict[str, object]:
+    """symbol -> upper bound of a While's dynamic dims given by its attr `bounds` (one
+    entry per name in `dynamic`, -1 where none is given): an int, or a dim expression of
+    symbols known before the loop runs (the feeds', value dims: a trip count computed at
+    run time bounds the rows a loop stacks)."""
+    given = node.attrs.get("bounds")
+    if not given:
+        return {}
+    names = node.attrs.get("dynamic") or ()
+    return {s: b for s, b in zip(names, given) if isinstance(b, Dim) or b >= 0}
+
+
+def bounds_attr(dynamic, bounds: Mapping[str, object]) -> tuple | None:
+    """Attr `bounds` for symbols `dynamic` (in attr order) from symbol -> bound."""
+    if not any(s in bounds for s in dynamic):
+        return None
+    return tuple(bounds.get(s, -1) for s in dynamic)
 
 
 def subgraph_params(sub: Graph) -> list[Tensor]:
@@ -419,6 +443,9 @@ def _infer_while(node: Node, attrs: dict) -> list[TensorType]:
     if attrs["max_iterations"] is not None and attrs["max_iterations"] < 0:
         raise GraphError(f"max_iterations must be >= 0, got {attrs['max_iterations']}")
     dynamic = set(attrs["dynamic"])
+    bounds = attrs.get("bounds")
+    if bounds is not None and len(bounds) != len(attrs["dynamic"]):
+        raise GraphError(f"{len(bounds)} bounds for {len(attrs['dynamic'])} dynamic symbols")
     for k, (init, want) in enumerate(zip(cf.loop_inputs, carried)):
         _raise_misfit(type_misfit(init.type, want, dynamic), f"initial value of loop var {k}")
     check_loop_condition(subgraph_results(cf.cond))
@@ -489,6 +516,11 @@ register(
             "num_loop_vars": Attr(int, required=True),
             "max_iterations": Attr(int, default=None),
             "dynamic": _DYNAMIC,
+            "bounds": Attr(
+                [int],
+                default=None,
+                doc="per dynamic symbol, its upper bound (int or dim expression; -1: none)",
+            ),
         },
         _built_by("mdsl.while_loop"),
         doc="Run body while cond holds; see mdsl.while_loop.",

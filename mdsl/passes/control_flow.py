@@ -42,6 +42,7 @@ from mdsl.ops.control_flow import (
     CASE,
     WHILE,
     add_params,
+    bounds_attr,
     control_flow,
     is_control_flow,
     subgraph_params,
@@ -350,10 +351,12 @@ def _prune_loop_vars(node: Node) -> int:
     node.inputs = [t for k, t in enumerate(node.inputs) if k not in dropped]
     _keep_outputs(node, keep)
     carried = {s for t in node.outputs for d in t.shape for s in getattr(d, "free_symbols", ())}
+    dynamic = tuple(s for s in node.attrs["dynamic"] if s in carried)
     node.attrs = {
         **node.attrs,
         "num_loop_vars": len(keep),
-        "dynamic": tuple(s for s in node.attrs["dynamic"] if s in carried),
+        "dynamic": dynamic,
+        "bounds": bounds_attr(dynamic, cf.bounds),
     }
     return len(dropped)
 

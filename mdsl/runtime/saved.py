@@ -60,6 +60,7 @@ import tempfile
 import threading
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.safe_files import check_zip_member, read_regular
@@ -123,15 +124,24 @@ def _variant_files(i: int, symbols: dict, variant, files: dict) -> dict:
         member = f"variants/{i}/{j}-{_safe_name(name)}"
         files[member] = text.encode()
         sources.append({"name": name, **_entry(member, files[member])})
-    entry = {"symbols": symbols, "sources": sources, "library": None, "custom_libraries": []}
+    entry: dict[str, Any] = {
+        "symbols": symbols,
+        "sources": sources,
+        "library": None,
+        "custom_libraries": [],
+    }
     library = getattr(variant, "library_path", None)
     if library is not None:
         member = f"variants/{i}/{_safe_name(Path(library).name)}"
         files[member] = Path(library).read_bytes()
         entry["library"] = _entry(member, files[member])
+        system: list[str] = getattr(variant, "system_libraries", list)()
         entry["custom_libraries"] = [
-            {"path": p, "sha256": _sha256(Path(p).read_bytes())} for p in variant.linked_libraries()
+            {"path": p, "sha256": _sha256(Path(p).read_bytes())}
+            for p in variant.linked_libraries()
+            if Path(p).name not in system
         ]
+        entry["system_libraries"] = system
     return entry
 
 
@@ -446,6 +456,7 @@ def _load_variant(reader: _Reader, entry, graph, threads, backend: str, where: s
         return signature, None
     library = _read_verified(reader, entry["library"], where)
     _check_custom_libraries(_list_of_dicts(entry.get("custom_libraries"), where), where)
+    _check_system_libraries(entry.get("system_libraries") or [], backend, where)
     load = getattr(target_class(backend), "load_variant", None)
     if load is None:
         raise CompileError(f"{where}: backend {backend!r} cannot load a saved library")
@@ -475,6 +486,20 @@ def _check_custom_libraries(libraries: list, where: str) -> None:
             raise CompileError(
                 f"{where}: the custom op library {path} changed since the executable was "
                 "saved; refusing to load it"
+            )
+
+
+def _check_system_libraries(sonames, backend: str, where: str) -> None:
+    """Each library the saved library links by soname (oneDNN) is installed here."""
+    if not isinstance(sonames, list) or not all(isinstance(s, str) for s in sonames):
+        raise CompileError(f"{where}: a variant of the manifest is malformed")
+    find = getattr(target_class(backend), "system_library", None)
+    for soname in sonames:
+        path, hint = find(soname) if find else (None, "")
+        if path is None:
+            raise CompileError(
+                f"{where}: the saved library links {soname}, which is not installed here"
+                + (f" ({hint})" if hint else "")
             )
 
 

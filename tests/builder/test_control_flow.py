@@ -191,7 +191,12 @@ def test_while_loop_records_cond_and_body_taking_loop_vars_then_captures():
     node = acc.producer
     cf = control_flow(node)
     assert (node.name, node.op_type) == ("while/While", "While")
-    assert node.attrs == {"num_loop_vars": 2, "max_iterations": None, "dynamic": ()}
+    assert node.attrs == {
+        "num_loop_vars": 2,
+        "max_iterations": None,
+        "dynamic": (),
+        "bounds": None,
+    }
     assert [t.name for t in node.inputs] == ["i0", "x", "n", "x"]  # initial values, captures
     assert [t.name for t in cf.loop_inputs] == ["i0", "x"]
     assert [t.name for t in cf.captures] == ["n", "x"]

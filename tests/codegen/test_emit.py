@@ -4,9 +4,12 @@ compiler) into a library that computes what the interpreter computes."""
 from __future__ import annotations
 
 import importlib.util
+import platform
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import cffi
 import numpy as np
@@ -14,7 +17,9 @@ import pytest
 
 import mdsl
 from mdsl.codegen import emit as emit_module
+from mdsl.codegen import onednn
 from mdsl.codegen.custom_c import HEADER_FILE
+from mdsl.codegen.toolchain import default_toolchain
 from tests.op_sandbox import restored_registries
 
 needs_cc = pytest.mark.skipif(
@@ -207,3 +212,57 @@ int clamp01(const mdsl_tensor *in, int ni, mdsl_tensor *out, int no, const doubl
     y = np.empty(6, np.float32)
     run_built_library(tmp_path, "clamp", [x], [y])
     np.testing.assert_array_equal(y, np.clip(x * 0.5, 0, 1))
+
+
+needs_onednn = pytest.mark.skipif(
+    onednn.library_path() is None, reason="oneDNN (onednn-cpu-gomp) is not installed"
+)
+
+
+def conv_graph():
+    w = np.random.default_rng(3).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    with mdsl.Graph("convnet") as g:
+        x = g.input("x", (1, 16, 9, 9))
+        g.output(mdsl.ops.relu(mdsl.ops.conv2d(x, g.const("w", w), pads=1)), "y")
+    return g
+
+
+@needs_cc
+@needs_onednn
+def test_a_makefile_linking_onednn_finds_it_where_it_builds_and_the_library_computes(tmp_path):
+    g = conv_graph()
+    mdsl.emit(g, out_dir=tmp_path)
+    assert "mdsl_dnnl_conv_run(" in (tmp_path / "convnet.c").read_text()
+    makefile = (tmp_path / "Makefile").read_text()
+    here = onednn.library_path()  # no path of the emitting machine's oneDNN
+    assert str(here) not in makefile
+    assert not {f"-L{here.parent}", f"-Wl,-rpath,{here.parent}"} & set(makefile.split())
+    assert '"$DNNL_DIR"' in (tmp_path / "README.md").read_text()
+    no_python = subprocess.run(["make", "-C", str(tmp_path), "PYTHON=true"], capture_output=True)
+    assert no_python.returncode != 0 and b"libdnnl.so.3 not found" in no_python.stderr
+    build = subprocess.run(
+        ["make", "-C", str(tmp_path), f"PYTHON={sys.executable}"], capture_output=True, text=True
+    )
+    assert build.returncode == 0, build.stderr
+    assert f"-L{onednn.library_path().parent}" in build.stdout.replace("/./", "/")
+    x = np.random.default_rng(0).normal(size=(1, 16, 9, 9)).astype(np.float32)
+    y = np.empty((1, 16, 9, 9), np.float32)
+    run_built_library(tmp_path, "convnet", [x], [y])
+    np.testing.assert_allclose(y, mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_the_makefiles_search_for_onednn_is_the_runtimes():
+    found = subprocess.run(
+        [sys.executable, "-c", onednn.FIND_DIR_PYTHON], capture_output=True, text=True, check=True
+    )
+    assert (Path(found.stdout.strip()) / onednn.SONAME).resolve() == onednn.library_path()
+
+
+@needs_cc
+def test_the_makefile_asks_for_512_bit_loops_on_x86_as_the_native_build_does(tmp_path):
+    mdsl.emit(block_graph(), out_dir=tmp_path, symbols={"N": 5})
+    dry = subprocess.run(["make", "-n", "-C", str(tmp_path)], capture_output=True, text=True)
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert ("-mprefer-vector-width=512" in dry.stdout) == x86
+    assert ("-mprefer-vector-width=512" in default_toolchain().flags) == x86

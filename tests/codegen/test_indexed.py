@@ -98,6 +98,22 @@ def test_gather_over_symbolic_dims_needs_no_specialization():
     assert [k.kind for k in exe.kernels] == ["indexing"]
 
 
+def test_shape_and_size_over_symbolic_dims_are_generated_from_the_runs_sizes():
+    with mdsl.Graph("sizes") as g:
+        x = g.input("x", ("N", 3, "H"))
+        g.output(ops.shape(x, start=0, end=None), "shape")
+        g.output(ops.shape(x, start=-2, end=None), "tail")
+        g.output(ops.size(ops.reshape(x * 2.0, shape=(-1,))), "size")
+    exe = mdsl.compile(g, backend="c")
+    assert exe.plan.fallbacks == []
+    for dims in ((4, 3, 5), (1, 3, 2)):
+        x = np.zeros(dims, np.float32)
+        got, want = exe(x=x), mdsl.interpret(g, {"x": x})
+        for name in want:
+            assert got[name].dtype == np.int64
+            np.testing.assert_array_equal(got[name], want[name])
+
+
 def test_the_kernel_cases_of_the_op_table_run_without_callbacks():
     from tests.ops.cases_indexed_kernels import CASES
     from tests.runtime.test_c_backend import _batch_feeds, _batch_graph, _case_outputs

@@ -182,11 +182,16 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    A fork-join team waits at every barrier for its slowest thread; when another process
    holds a core, that thread waits for the scheduler and a call on two threads can take
    many times as long as on one. So each call runs either on one thread or on up to
-   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice;
-   the other is tried again after a number of calls that doubles each time it loses
-   (up to MDSL_TEAM_PROBE_MAX), so a load that comes or goes is noticed. */
+   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice.
+   The other is tried again after a number of calls that doubles each time it loses (up
+   to MDSL_TEAM_PROBE_MAX), or at once when the choice gets slower than the other's last
+   time, so a load that comes or goes is noticed; the choice changes after two winning
+   probes in a row, and the whole team must be faster by MDSL_TEAM_MARGIN: under load its
+   times have a long tail (a call waits whenever the scheduler holds a thread back) that
+   one lucky call hides, while on an idle machine it wins by far more than the margin. */
 #define MDSL_TEAM_PROBE_MIN 8
 #define MDSL_TEAM_PROBE_MAX 256
+#define MDSL_TEAM_MARGIN 1.1
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -195,7 +200,7 @@ static double mdsl_clock(void) {
 static int mdsl_team_max = 0;
 static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
 static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
-static int mdsl_team_choice = 1;
+static int mdsl_team_choice = 1, mdsl_team_won = 0;
 
 /* The whole team: mdsl_set_threads's count, else OMP_NUM_THREADS, else every processor
    (not omp_get_max_threads: the calls of every mdsl library set that per thread). */
@@ -235,7 +240,7 @@ static int mdsl_team_begin(double *t0) {
 }
 static void mdsl_team_end(int team, double t0) {
     if (team < 0) return;
-    const double seconds = mdsl_clock() - t0;
+    const double seconds = (mdsl_clock() - t0) * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
     const int64_t calls = mdsl_team_calls;
     if (calls <= 4) {
         mdsl_team_seconds[team] = seconds;
@@ -244,16 +249,25 @@ static void mdsl_team_end(int team, double t0) {
     }
     if (team == mdsl_team_choice) {  /* the choice's recent time: follows a changing load */
         mdsl_team_seconds[team] = 0.75 * mdsl_team_seconds[team] + 0.25 * seconds;
-        if (mdsl_team_seconds[team] <= mdsl_team_seconds[!team]) return;
-    } else {  /* a probe of the other team size */
-        mdsl_team_seconds[team] = seconds;
-        if (seconds >= mdsl_team_seconds[!team]) {
-            mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
-            mdsl_team_next_probe = calls + mdsl_team_gap;
-            return;
-        }
+        if (mdsl_team_seconds[team] > mdsl_team_seconds[!team] && calls < mdsl_team_next_probe)
+            mdsl_team_next_probe = calls;  /* it got slower than the other's last time: probe */
+        return;
     }
-    mdsl_team_choice = team == mdsl_team_choice ? !team : team;  /* the other one is faster */
+    /* a probe of the other team size: the choice changes when two probes in a row win */
+    mdsl_team_seconds[team] = seconds;
+    if (seconds >= mdsl_team_seconds[!team]) {
+        mdsl_team_won = 0;
+        mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
+        mdsl_team_next_probe = calls + mdsl_team_gap;
+        return;
+    }
+    if (!mdsl_team_won) {  /* one lucky call is not enough: probe again on the next one */
+        mdsl_team_won = 1;
+        mdsl_team_next_probe = calls;
+        return;
+    }
+    mdsl_team_won = 0;
+    mdsl_team_choice = team;  /* the other one is faster */
     mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
     mdsl_team_next_probe = calls + mdsl_team_gap;
 }

@@ -182,11 +182,16 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    A fork-join team waits at every barrier for its slowest thread; when another process
    holds a core, that thread waits for the scheduler and a call on two threads can take
    many times as long as on one. So each call runs either on one thread or on up to
-   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice;
-   the other is tried again after a number of calls that doubles each time it loses
-   (up to MDSL_TEAM_PROBE_MAX), so a load that comes or goes is noticed. */
+   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice.
+   The other is tried again after a number of calls that doubles each time it loses (up
+   to MDSL_TEAM_PROBE_MAX), or at once when the choice gets slower than the other's last
+   time, so a load that comes or goes is noticed; the choice changes after two winning
+   probes in a row, and the whole team must be faster by MDSL_TEAM_MARGIN: under load its
+   times have a long tail (a call waits whenever the scheduler holds a thread back) that
+   one lucky call hides, while on an idle machine it wins by far more than the margin. */
 #define MDSL_TEAM_PROBE_MIN 8
 #define MDSL_TEAM_PROBE_MAX 256
+#define MDSL_TEAM_MARGIN 1.1
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -195,7 +200,7 @@ static double mdsl_clock(void) {
 static int mdsl_team_max = 0;
 static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
 static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
-static int mdsl_team_choice = 1;
+static int mdsl_team_choice = 1, mdsl_team_won = 0;
 
 /* The whole team: mdsl_set_threads's count, else OMP_NUM_THREADS, else every processor
    (not omp_get_max_threads: the calls of every mdsl library set that per thread). */
@@ -235,7 +240,7 @@ static int mdsl_team_begin(double *t0) {
 }
 static void mdsl_team_end(int team, double t0) {
     if (team < 0) return;
-    const double seconds = mdsl_clock() - t0;
+    const double seconds = (mdsl_clock() - t0) * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
     const int64_t calls = mdsl_team_calls;
     if (calls <= 4) {
         mdsl_team_seconds[team] = seconds;
@@ -244,18 +249,152 @@ static void mdsl_team_end(int team, double t0) {
     }
     if (team == mdsl_team_choice) {  /* the choice's recent time: follows a changing load */
         mdsl_team_seconds[team] = 0.75 * mdsl_team_seconds[team] + 0.25 * seconds;
-        if (mdsl_team_seconds[team] <= mdsl_team_seconds[!team]) return;
-    } else {  /* a probe of the other team size */
-        mdsl_team_seconds[team] = seconds;
-        if (seconds >= mdsl_team_seconds[!team]) {
-            mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
-            mdsl_team_next_probe = calls + mdsl_team_gap;
-            return;
-        }
+        if (mdsl_team_seconds[team] > mdsl_team_seconds[!team] && calls < mdsl_team_next_probe)
+            mdsl_team_next_probe = calls;  /* it got slower than the other's last time: probe */
+        return;
     }
-    mdsl_team_choice = team == mdsl_team_choice ? !team : team;  /* the other one is faster */
+    /* a probe of the other team size: the choice changes when two probes in a row win */
+    mdsl_team_seconds[team] = seconds;
+    if (seconds >= mdsl_team_seconds[!team]) {
+        mdsl_team_won = 0;
+        mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
+        mdsl_team_next_probe = calls + mdsl_team_gap;
+        return;
+    }
+    if (!mdsl_team_won) {  /* one lucky call is not enough: probe again on the next one */
+        mdsl_team_won = 1;
+        mdsl_team_next_probe = calls;
+        return;
+    }
+    mdsl_team_won = 0;
+    mdsl_team_choice = team;  /* the other one is faster */
     mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
     mdsl_team_next_probe = calls + mdsl_team_gap;
+}
+/* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
+   y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
+   summing it, one scaling y in place (the row stays in L1 between them; x is read from
+   memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
+   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
+   tails, and exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp;
+   exp(r) for r < -87.3, which would be subnormal, is 0; NaN propagates). Otherwise they
+   are the same loops written for the compiler to vectorize with libm's expf. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline __m512 mdsl_exp_nonpos16(__m512 x) {
+    const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3365478515625f), _CMP_NLT_UQ);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693145751953125f), x);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(normal, p, k);
+}
+static inline float mdsl_row_max_f32(const float *x, int64_t n) {
+    const __m512 lowest = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
+    __mmask16 nan = 0;  /* max_ps drops NaN: an unordered compare marks it */
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        const __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + 16);
+        const __m512 c = _mm512_loadu_ps(x + j + 32), d = _mm512_loadu_ps(x + j + 48);
+        m0 = _mm512_max_ps(m0, a); m1 = _mm512_max_ps(m1, b);
+        m2 = _mm512_max_ps(m2, c); m3 = _mm512_max_ps(m3, d);
+        nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, d, _CMP_UNORD_Q);
+    }
+    for (; j < n; j += 16) {
+        const __mmask16 live = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 a = _mm512_mask_loadu_ps(lowest, live, x + j);
+        m0 = _mm512_max_ps(m0, a);
+        nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    }
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    return nan ? NAN : m;
+}
+/* sum of exp(x - m) over the row; with `y`, each exp(x - m) is also stored there */
+static inline float mdsl_row_sum_exp_f32(const float *x, float m, float *y, int64_t n) {
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        const __m512 a = mdsl_exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+        const __m512 b = mdsl_exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm));
+        const __m512 c = mdsl_exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 32), vm));
+        const __m512 d = mdsl_exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 48), vm));
+        if (y) {
+            _mm512_storeu_ps(y + j, a); _mm512_storeu_ps(y + j + 16, b);
+            _mm512_storeu_ps(y + j + 32, c); _mm512_storeu_ps(y + j + 48, d);
+        }
+        s0 = _mm512_add_ps(s0, a); s1 = _mm512_add_ps(s1, b);
+        s2 = _mm512_add_ps(s2, c); s3 = _mm512_add_ps(s3, d);
+    }
+    for (; j < n; j += 16) {
+        const __mmask16 live = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 a = mdsl_exp_nonpos16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, x + j), vm));
+        if (y) _mm512_mask_storeu_ps(y + j, live, a);
+        s0 = _mm512_mask_add_ps(s0, live, s0, a);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+/* y = x * a + b over the row */
+static inline void mdsl_row_affine_f32(const float *x, float a, float b, float *y, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(y + j, _mm512_fmadd_ps(_mm512_loadu_ps(x + j), va, vb));
+    if (j < n) {
+        const __mmask16 live = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(y + j, live, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, x + j), va, vb));
+    }
+}
+#else
+static inline float mdsl_row_max_f32(const float *x, int64_t n) {
+    float m = -INFINITY;
+    int nan = 0;
+    #pragma omp simd reduction(max:m) reduction(|:nan)
+    for (int64_t j = 0; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        nan |= x[j] != x[j];
+    }
+    return nan ? NAN : m;
+}
+static inline float mdsl_row_sum_exp_f32(const float *x, float m, float *y, int64_t n) {
+    float s = 0.0f;
+    if (y) {
+        #pragma omp simd reduction(+:s)
+        for (int64_t j = 0; j < n; j++) {
+            const float e = expf(x[j] - m);
+            y[j] = e;
+            s += e;
+        }
+    } else {
+        #pragma omp simd reduction(+:s)
+        for (int64_t j = 0; j < n; j++) s += expf(x[j] - m);
+    }
+    return s;
+}
+static inline void mdsl_row_affine_f32(const float *x, float a, float b, float *y, int64_t n) {
+    #pragma omp simd
+    for (int64_t j = 0; j < n; j++) y[j] = x[j] * a + b;
+}
+#endif
+static inline void mdsl_softmax_row_f32(const float *x, float *y, int64_t n) {
+    const float m = mdsl_row_max_f32(x, n);
+    const float s = mdsl_row_sum_exp_f32(x, m, y, n);
+    mdsl_row_affine_f32(y, 1.0f / s, 0.0f, y, n);
+}
+static inline void mdsl_log_softmax_row_f32(const float *x, float *y, int64_t n) {
+    const float m = mdsl_row_max_f32(x, n);
+    const float s = mdsl_row_sum_exp_f32(x, m, (float *)0, n);
+    mdsl_row_affine_f32(x, 1.0f, -m, y, n);  /* (x - m) - log(s): exact for large m */
+    mdsl_row_affine_f32(y, 1.0f, -logf(s), y, n);
 }
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);
@@ -273,32 +412,8 @@ static int k4_softmax(float *in0, float *out0) {
         int64_t rem_o = o;
         const int64_t o0 = rem_o % 8; rem_o /= 8;
         const int64_t b_ld0 = o0 * 128;
-        const int64_t b_r2_e = o0 * 128;
         const int64_t b_st3 = o0 * 128;
-        float r1 = -INFINITY;
-        int r1_nan = 0;
-        #pragma omp simd reduction(max:r1) reduction(|:r1_nan)
-        for (int64_t j = 0; j < 128; j++) {
-            const float ld0 = in0[b_ld0 + j];
-            const float r1_v = ld0;
-            r1 = r1_v > r1 ? r1_v : r1;
-            r1_nan |= (r1_v != r1_v);
-        }
-        if (r1_nan) r1 = NAN;
-        float r2 = 0;
-        #pragma omp simd reduction(+:r2)
-        for (int64_t j = 0; j < 128; j++) {
-            const float ld0 = in0[b_ld0 + j];
-            const float r2_v = expf((ld0 - r1));
-            out0[b_st3 + j] = (float)(r2_v);
-            r2 += r2_v;
-        }
-        const float s3 = (1.0f / r2);
-        #pragma omp simd
-        for (int64_t j = 0; j < 128; j++) {
-            const float r2_e = out0[b_st3 + j];
-            out0[b_st3 + j] = (float)((r2_e * s3));
-        }
+        mdsl_softmax_row_f32(in0 + b_ld0, out0 + b_st3, 128);
     }
     return 0;
 }

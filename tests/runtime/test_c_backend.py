@@ -126,7 +126,7 @@ def _case_outputs(outputs: dict, i: int) -> dict:
 # If, Case and While are generated (`kir.Branch`, `kir.Loop`): never callbacks.
 CALLBACK_OPS = {
     *("Einsum", "GroupNormalization"),  # Einsum: integer contractions (floats are lowered)
-    *("Shape", "Size", "TransData", "ConvTranspose"),
+    *("TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "CumProd", "ScatterElements", "TopK", "Resize"),
     # added for ONNX conformance (issue 17), no generated form yet

@@ -456,3 +456,55 @@ def test_the_profile_times_only_the_kernels_that_ran():
     taken, skipped = branch.blocks
     assert all(max(by_name[k.name].times) > 0 for k in taken.kernels)
     assert all(max(by_name[k.name].times) == 0 for k in skipped.kernels)
+
+
+def _stacking_loop(rows_per_step: int):
+    """rows grows by `rows_per_step` rows per iteration while i < n; its dim T is bounded by
+    the value dim of n (bounds=), so compiled backends plan it per call."""
+    with mdsl.Graph(f"stack{rows_per_step}") as g:
+        n = g.input("n", (1,), "int64")
+        x = g.input("x", (3,))
+        (count,) = ops.value_dims(n)
+        limit = ops.reshape(n, shape=())
+
+        def step(i, rows):
+            row = ops.reshape(x * ops.cast(i, to="float32"), shape=(1, 3))
+            return i + 1, ops.concat([rows] + [row] * rows_per_step, axis=0)
+
+        start = ops.constant_of_shape((0, 3), 0.0)
+        _, rows = mdsl.while_loop(
+            lambda i, rows: i < limit,
+            step,
+            (np.int64(0), start),
+            shapes=[None, (mdsl.Dim("T"), 3)],
+            bounds={"T": count},
+        )
+        g.output(rows, "rows")
+    return g
+
+
+@pytest.mark.parametrize("backend", ["python", *BACKENDS])
+def test_a_loop_dim_bounded_by_a_value_dim_is_planned_per_call(backend):
+    g = _stacking_loop(1)
+    exe = None if backend == "python" else mdsl.compile(g, backend=backend)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for n in (4, 0, 9):
+        feeds = {"n": np.array([n], np.int64), "x": x}
+        got = mdsl.interpret(g, feeds) if exe is None else exe(**feeds)
+        want = np.arange(n, dtype=np.float32)[:, None] * x
+        np.testing.assert_array_equal(got["rows"], want)
+
+
+@pytest.mark.parametrize("backend", ["python", *BACKENDS])
+def test_a_loop_dim_above_its_bound_is_an_execution_error_naming_the_loop(backend):
+    g = _stacking_loop(2)  # two rows per iteration: 2n rows, bounded by n
+    exe = None if backend == "python" else mdsl.compile(g, backend=backend)
+    feeds = {"n": np.array([3], np.int64), "x": np.ones(3, np.float32)}
+    with pytest.raises(mdsl.ExecutionError, match="T") as e:
+        mdsl.interpret(g, feeds) if exe is None else exe(**feeds)
+    assert "While" in str(e.value)
+
+
+def test_a_bound_naming_no_new_symbol_is_a_graph_error():
+    with pytest.raises(mdsl.GraphError, match="no new symbol"), mdsl.Graph("bad"):
+        mdsl.while_loop(lambda i: i < 3, lambda i: i + 1, np.int64(0), bounds={"Q": 4})

@@ -4,6 +4,8 @@ where oneDNN is installed; without it the C target keeps its own kernels."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -128,3 +130,24 @@ def test_without_onednn_plans_use_the_hand_written_kernels():
     assert "mdsl_dnnl" not in _source(exe)
     assert "mdsl_pc_panel(rows" in _source(exe)
     np.testing.assert_allclose(y, mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_a_saved_executable_names_onednn_and_refuses_to_load_where_it_is_missing(
+    tmp_path, monkeypatch
+):
+    x, w = _rand(1, 16, 9, 9), _rand(16, 16, 3, 3)
+    with mdsl.Graph("saved_conv") as g:
+        g.output(ops.relu(ops.conv2d(g.input("x", x.shape), g.const("w", w), pads=1)), "y")
+    exe = mdsl.compile(g, "c")
+    expect = exe(x=x)["y"]
+    [variant] = exe.variants().values()
+    assert str(onednn.library_path()) in variant.linked_libraries()
+    exe.save(tmp_path / "conv.exe")
+    [entry] = json.loads((tmp_path / "conv.exe" / "manifest.json").read_text())["variants"]
+    # found by name where it is loaded, not at this machine's path
+    assert entry["system_libraries"] == [onednn.SONAME] and entry["custom_libraries"] == []
+    np.testing.assert_array_equal(mdsl.load_executable(tmp_path / "conv.exe")(x=x)["y"], expect)
+    monkeypatch.setattr(onednn, "library_path", lambda: None)  # a machine without the wheel
+    with pytest.raises(mdsl.CompileError, match=r"links libdnnl\.so\.3, which is not installed"):
+        mdsl.load_executable(tmp_path / "conv.exe")

@@ -13,6 +13,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
+from mdsl.codegen import onednn
 from mdsl.codegen.half_gemm import half_matmuls_in_float32
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
@@ -22,7 +23,7 @@ from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
-from mdsl.targets.c.conv import onednn_link_args
+from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.c.render import render_c
 from mdsl.targets.output_pool import OutputPool
@@ -106,6 +107,8 @@ class CVariant:
     toolchain: Toolchain | None = None  # None (a loaded executable): the default one
 
     def __post_init__(self):
+        if uses_onednn(self.plan):  # found by soname, wherever the library was built
+            onednn.preload()
         self.lib = _load_library(self.library_path)
         self._use_threads(self.lib)
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
@@ -132,8 +135,15 @@ class CVariant:
         return self._shapes.latest
 
     def linked_libraries(self) -> list[str]:
-        """The prebuilt custom op libraries the library links (a saved executable checks them)."""
-        return libraries(self.plan)
+        """The libraries the library links beyond libc and BLAS: prebuilt custom op
+        libraries and oneDNN (a saved executable checks them where it is loaded)."""
+        onednn_path = onednn.library_path() if uses_onednn(self.plan) else None
+        return libraries(self.plan) + ([str(onednn_path)] if onednn_path else [])
+
+    def system_libraries(self) -> list[str]:
+        """The sonames of `linked_libraries` that a loading machine finds in its own
+        environment (`CTarget.system_library`), not at the saving machine's path."""
+        return [onednn.SONAME] if uses_onednn(self.plan) else []
 
     def kernel_infos(self) -> list[KernelInfo]:
         return [

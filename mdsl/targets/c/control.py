@@ -105,7 +105,9 @@ class Schedule:
                 lines.append(f"{INDENT}if ({value} != {first[name]}) {self.fail(b.failure, value)}")
                 continue
             first[name] = value
-            test = f"{value} < {b.lo}" + (f" || {value} > {b.hi}" if b.hi is not None else "")
+            test = f"{value} < {b.lo}"
+            if b.hi is not None:
+                test += f" || {value} > {render_dim(b.hi)}"
             lines.append(f"{INDENT}if ({test}) {self.fail(b.failure, value)}")
         for name, value in first.items():
             lines.append(f"{INDENT}{name} = {value}; dims[{slot_of(name)}] = {value};")

@@ -7,15 +7,15 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from mdsl.codegen import kir
+from mdsl.codegen import kir, onednn
 from mdsl.codegen.half_gemm import half_matmuls_in_float32
 from mdsl.codegen.plan import build_plan
 from mdsl.codegen.readme import arena_text, buffer_and_kernel_tables, constant_files, md_cell
-from mdsl.codegen.toolchain import DEFAULT_FLAGS, blas_paths
+from mdsl.codegen.toolchain import DEFAULT_FLAGS, blas_paths, native_flags
 from mdsl.ir.errors import MdslError
 from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
-from mdsl.targets.c.conv import onednn_link_args
+from mdsl.targets.c.conv import uses_onednn
 from mdsl.targets.c.custom import HEADER_FILE, custom_calls, header_text, link_args
 from mdsl.targets.c.render import render_c
 
@@ -41,10 +41,17 @@ class _Command:
     includes: tuple[str, ...]
     libs: tuple[str, ...]
     custom: tuple[str, ...]
+    onednn: bool  # a convolution runs on oneDNN: link libdnnl, found where the build runs
 
     def line(self, stem: str) -> str:
-        words = [self.cc, *self.flags, *(f"-I{d}" for d in self.includes), f"{stem}.c"]
-        return shlex.join([*words, "-o", f"{stem}.so", *self.libs, *self.custom, "-lm"])
+        """One shell command building the library on a machine like this one."""
+        flags = [*self.flags, *(f for f in native_flags() if f not in self.flags)]
+        words = [self.cc, *flags, *(f"-I{d}" for d in self.includes)]
+        words = [*words, f"{stem}.c", "-o", f"{stem}.so", *self.libs, *self.custom]
+        line = shlex.join(words)
+        if self.onednn:
+            line += f' -L"$DNNL_DIR" -l:{onednn.SONAME} -Wl,-rpath,"$DNNL_DIR"'
+        return line + " -lm"
 
 
 def _compile_command(plan, stem: str) -> _Command:
@@ -55,24 +62,44 @@ def _compile_command(plan, stem: str) -> _Command:
         except MdslError:
             libs = ("-lopenblas",)  # scipy-openblas32 missing: name a system BLAS
     flags = (*DEFAULT_FLAGS, "-march=native")
-    return _Command(
-        "cc", flags, tuple(includes), tuple(libs), link_args(plan) + onednn_link_args(plan)
-    )
+    return _Command("cc", flags, tuple(includes), tuple(libs), link_args(plan), uses_onednn(plan))
 
 
 def _makefile(stem: str, c: _Command) -> str:
     def words(items):
         return " ".join(shlex.quote(x) for x in items)
 
+    onednn_lines, onednn_libs = "", ""
+    if c.onednn:  # the folder of libdnnl, looked up as mdsl's runtime does, when make runs
+        onednn_lines = f"""
+# Convolutions run on oneDNN ({onednn.SONAME}, the onednn-cpu-gomp wheel): its folder is
+# found as mdsl finds it (the Python environment's lib folder, then LD_LIBRARY_PATH);
+# or give it: make DNNL_DIR=/folder/holding/{onednn.SONAME}
+PYTHON ?= python3
+DNNL_DIR ?= $(shell $(PYTHON) -c "{onednn.FIND_DIR_PYTHON}")
+DNNL_LIBS ?= -L$(DNNL_DIR) -l:{onednn.SONAME} -Wl,-rpath,$(DNNL_DIR)
+"""
+        onednn_libs = " $(DNNL_LIBS)"
+    check = (
+        f"\t$(if $(DNNL_DIR),,$(error {onednn.SONAME} not found: pip install onednn-cpu-gomp, "
+        "or make DNNL_DIR=<its folder>))\n"
+        if c.onednn
+        else ""
+    )
     return f"""# Builds {stem}.so from the code mdsl generated (mdsl.emit(target="c")).
 CC ?= {c.cc}
 CFLAGS ?= {words(c.flags)}
+# loops in 512-bit vectors on x86 CPUs that have them (GCC's default there is 256-bit)
+ifeq ($(shell uname -m),x86_64)
+VECTOR_FLAGS ?= -mprefer-vector-width=512
+endif
 BLAS_CFLAGS ?= {words(f"-I{d}" for d in c.includes)}
 BLAS_LIBS ?= {words(c.libs)}
 CUSTOM_LIBS ?= {words(c.custom)}
-
+{onednn_lines}
 {stem}.so: {stem}.c
-\t$(CC) $(CFLAGS) $(BLAS_CFLAGS) {stem}.c -o {stem}.so $(BLAS_LIBS) $(CUSTOM_LIBS) -lm
+{check}\t$(CC) $(CFLAGS) $(VECTOR_FLAGS) $(BLAS_CFLAGS) {stem}.c \\
+\t\t-o {stem}.so $(BLAS_LIBS) $(CUSTOM_LIBS){onednn_libs} -lm
 
 clean:
 \trm -f {stem}.so
@@ -96,6 +123,7 @@ def _readme(plan, stem: str, command: _Command) -> str:
         "",
         f"    {command.line(stem)}",
         "",
+        *(_ONEDNN_README if command.onednn else []),
         "## Entry point",
         "",
         "    int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,",
@@ -106,3 +134,11 @@ def _readme(plan, stem: str, command: _Command) -> str:
         "the table below, from 1.",
     ]
     return "\n".join(lines + buffer_and_kernel_tables(plan)) + "\n"
+
+
+_ONEDNN_README = [
+    f"where `DNNL_DIR` is the folder holding `{onednn.SONAME}` (pip's `onednn-cpu-gomp`: "
+    "`lib` of the Python environment; `make` finds it itself, as mdsl does). The "
+    "convolutions computed by oneDNN need it where the library is loaded, too.",
+    "",
+]

@@ -360,6 +360,14 @@ def _one_hot(k: kir.Indexed, types: list[str]) -> list[str]:
     ]
 
 
+def _dim_values(k: kir.Indexed, types: list[str]) -> list[str]:
+    """Shape / Size: each value a dim of the run (symbol slots passed to the kernel)."""
+    out = k.outputs[0]
+    return [
+        f"{out}[{i}] = ({types[0]})({render_dim(v)});" for i, v in enumerate(k.params["values"])
+    ]
+
+
 _RENDER = {
     "gather": _gather,
     "gather_elements": _gather_elements,
@@ -370,4 +378,5 @@ _RENDER = {
     "index_map": _index_map,
     "one_hot": _one_hot,
     "interpolate": _interpolate,
+    "dim_values": _dim_values,
 }

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 
 import jinja2
 
@@ -27,6 +28,7 @@ from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
+from mdsl.targets.c import softmax_rows
 from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
@@ -48,22 +50,38 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
     env = _env()
     kernel_template = env.get_template("kernel.c.j2")
     kernels, calls = [], {}
+    shared: dict[tuple[str, str], str] = {}  # (parameters, body) as `_code_key` -> function
+    position = {name: i for i, name in enumerate(plan.buffers)}
     for step, k in enumerate(plan.all_kernels()):
         if isinstance(k, kir.Branch | kir.Loop):
             continue  # rendered in the schedule (`mdsl.targets.c.control`)
-        params, args = _signature(plan, k)
-        body = _BODY[type(k)](plan, k)
-        kernels.append(
-            kernel_template.render(
-                name=k.name,
-                kind=k.KIND,
-                nodes=[_node_line(n) for n in k.nodes],
-                params=", ".join(params) or "void",
-                body=body.rstrip("\n"),
-            ).rstrip("\n")
-        )
+        params, args = _signature(plan, k, position)
+        body = _BODY[type(k)](plan, k).rstrip("\n")
+        nodes = [_node_line(n) for n in k.nodes]
+        key = _code_key(params, body)
+        function = shared.get(key) if key else None
+        if function is None:
+            function = k.name
+            if key:
+                shared[key] = function
+            kernels.append(
+                kernel_template.render(
+                    name=k.name,
+                    kind=k.KIND,
+                    nodes=nodes,
+                    params=", ".join(params) or "void",
+                    body=body,
+                ).rstrip("\n")
+            )
+        else:  # a repeated layer's kernel: one function, compiled once
+            kernels.append(
+                "\n".join(
+                    [f"/* {k.name}: {k.KIND}, runs as {function}", *(f" *   {n}" for n in nodes)]
+                )
+                + "\n */"
+            )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls[id(k)] = f"if ({k.name}({', '.join(args)})) return {step + 1};"
+        calls[id(k)] = f"if ({function}({', '.join(args)})) return {step + 1};"
         if isinstance(k, kir.Callback):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
@@ -78,6 +96,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
         uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
         uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
+        uses_softmax_rows=any(
+            isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
+            for k in plan.all_kernels()
+        ),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
@@ -151,9 +173,9 @@ def _dim_lines(plan: Plan) -> list[str]:
     return [*lines, "(void)dims; (void)offsets;"]
 
 
-def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
+def _signature(plan: Plan, k, position: dict[str, int]) -> tuple[list[str], list[str]]:
     reads, writes = kernel_buffers(k)
-    names = sorted(reads | writes, key=lambda n: list(plan.buffers).index(n))
+    names = sorted(reads | writes, key=position.__getitem__)
     params = [f"{C_TYPES[plan.buffers[n].dtype]} *{n}" for n in names]
     args = list(names)
     slots = free_symbols(k) if plan.symbols else ()  # a static plan has no Dims to look for
@@ -164,6 +186,33 @@ def _signature(plan: Plan, k) -> tuple[list[str], list[str]]:
         params.append("mdsl_callback_t callback")
         args.append("callback")
     return params, args
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MUTABLE_STATIC = re.compile(r"\bstatic\s+(?!const\b)")
+# a local the body declares: `const float ld3 =`, `int r7_nan = 0;`, `int64_t b_ld2 =`
+_DECLARED = re.compile(
+    r"\b(?:float|double|int|char|_Float16|[a-z][a-z0-9]*_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
+    r"([A-Za-z_][A-Za-z0-9_]*)\s*(?=[=;\[])"
+)
+
+
+def _code_key(params: list[str], body: str) -> tuple[str, str] | None:
+    """What makes two kernels one function: their code with each parameter renamed by
+    its position and each local it declares by the order of declaration (BERT's 12
+    layers differ only in the buffers they are passed and in the planner's numbering
+    of locals); every other name must be equal. None for a body with mutable static
+    state (a oneDNN primitive), which is never shared."""
+    if _MUTABLE_STATIC.search(body):
+        return None
+    names = {p.split()[-1].lstrip("*"): f"@{i}" for i, p in enumerate(params)}
+    for name in _DECLARED.findall(body):
+        names.setdefault(name, f"@v{len(names)}")
+
+    def rename(text: str) -> str:
+        return _IDENTIFIER.sub(lambda m: names.get(m.group(), m.group()), text)
+
+    return ", ".join(rename(p) for p in params), rename(body)
 
 
 # -- addressing and typed loads/stores ---------------------------------------------------------
@@ -221,13 +270,32 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
 PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no OpenMP entry cost)
 
 
-def _parallel(work: int, clause: str = "parallel for") -> str:
+# A parallel loop is cut into about this many chunks that the team's threads take as they
+# finish (`schedule(dynamic)`): when the scheduler holds one thread back (another process on
+# its core), the others take its share and the call waits for one chunk of it at most,
+# instead of for half the loop (static halves). Chunks keep at least CHUNK_MIN_WORK elements.
+CHUNKS = 16
+CHUNK_MIN_WORK = 16384
+
+
+def _parallel(work: int, clause: str = "parallel for", trips=None) -> str:
     """An OpenMP pragma for a loop doing `work` element operations; small loops get none
     (entering a parallel region costs microseconds even when it runs on one thread).
-    Symbolic work decides at run time (an `if` clause)."""
+    Symbolic work decides at run time (an `if` clause). Given the loop's trip count
+    `trips`, its iterations are handed out in dynamic chunks (see CHUNKS)."""
+    if trips is not None:
+        clause += " " + _dynamic_schedule(work, trips, simd="simd" in clause)
     if isinstance(work, Dim):
         return f"#pragma omp {clause} if({render_dim(work)} > {PARALLEL_MIN})"
     return f"#pragma omp {clause}" if work > PARALLEL_MIN else ""
+
+
+def _dynamic_schedule(work, trips, simd: bool) -> str:
+    kind = "simd:dynamic" if simd else "dynamic"
+    if isinstance(trips, Dim) or isinstance(work, Dim):
+        return f"schedule({kind}, ({render_dim(trips)} + {CHUNKS - 1}) / {CHUNKS})"
+    chunks = max(1, min(CHUNKS, work // CHUNK_MIN_WORK))
+    return f"schedule({kind}, {max(1, -(-trips // chunks))})"
 
 
 def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
@@ -236,9 +304,9 @@ def _loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) ->
     for level, (size, var) in enumerate(zip(sizes, idx)):
         pad = INDENT * (level + 1)
         if level == 0 and depth == 1:
-            pragma = _parallel(total, "parallel for simd") or "#pragma omp simd"
+            pragma = _parallel(total, "parallel for simd", size) or "#pragma omp simd"
         elif level == 0:
-            pragma = _parallel(total)
+            pragma = _parallel(total, trips=size)
         else:
             pragma = "#pragma omp simd" if level == depth - 1 else ""
         if pragma:
@@ -322,30 +390,39 @@ def _replace_node(root: E.Expr, node: E.Expr, by: E.Expr) -> E.Expr:
     return done[id(root)]
 
 
-def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
-    k, stashes = _stash_row_values(k)
+def _row_strides(k: kir.Rowwise) -> dict[int, object]:
+    """The row stride of each load and row store of `k`, by id of its access, when the
+    row's dims merge into one (else empty)."""
     n_outer = len(k.outer_shape)
-    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
-    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
-    types[kir.ROW_SIZE_VAR] = DType.int64
-    r = CExprRenderer(types)
-    several = isinstance(k.outer_size, Dim) or k.outer_size > 1
-    pragma = _parallel(k.outer_size * k.row_size) if several else ""
-    lines = [INDENT + pragma] if pragma else []
-    if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
-        lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
-    lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
-    body = _decompose("o", "o", k.outer_shape)
     row_accesses = list(k.loads.values()) + [
         p.access for p in k.phases if isinstance(p, kir.RowStore)
     ]
     row_dims = merge_dims(
         k.row_shape, [kir.Access(a.buffer, a.dtype, 0, a.strides[n_outer:]) for a in row_accesses]
     )
-    row_stride = {}
-    if len(row_dims) == 1:
-        for a, s in zip(row_accesses, row_dims[0][1]):
-            row_stride[id(a)] = s
+    if len(row_dims) != 1:
+        return {}
+    return {id(a): s for a, s in zip(row_accesses, row_dims[0][1])}
+
+
+def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
+    form = softmax_rows.softmax_form(k)
+    if form is not None and not softmax_rows.usable(k, form, _row_strides(k)):
+        form = None
+    k, stashes = (k, {}) if form is not None else _stash_row_values(k)
+    n_outer = len(k.outer_shape)
+    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
+    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
+    types[kir.ROW_SIZE_VAR] = DType.int64
+    r = CExprRenderer(types)
+    several = isinstance(k.outer_size, Dim) or k.outer_size > 1
+    pragma = _parallel(k.outer_size * k.row_size, trips=k.outer_size) if several else ""
+    lines = [INDENT + pragma] if pragma else []
+    if isinstance(k.row_size, Dim):  # the row size, for means over a symbolic row
+        lines.insert(0, f"{INDENT}const int64_t {kir.ROW_SIZE_VAR} = {render_dim(k.row_size)};")
+    lines.append(f"{INDENT}for (int64_t o = 0; o < {render_dim(k.outer_size)}; o++) {{")
+    body = _decompose("o", "o", k.outer_shape)
+    row_stride = _row_strides(k)
     bases = {}
     for name, a in list(k.loads.items()) + [
         (f"st{i}", p.access)
@@ -358,11 +435,28 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         )
         bases[id(a)] = f"b_{name}"
         body.append(f"const int64_t b_{name} = {base};")
-    for phase in k.phases:
-        body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
+    if form is not None:
+        body += _softmax_row_lines(k, form, r, bases, row_stride, n_outer)
+    else:
+        for phase in k.phases:
+            body += _phase_lines(k, phase, r, bases, row_stride, n_outer, stashes.get(id(phase)))
     lines += [INDENT * 2 + line for line in body]
     lines.append(f"{INDENT}}}")
     return "\n".join(lines)
+
+
+def _softmax_row_lines(k, form, r, bases, row_stride, n_outer) -> list[str]:
+    """One row of a softmax / log-softmax as a call of its runtime helper; an input
+    expression that is not a plain row load is first written into the output row."""
+    out = f"{form.out.buffer} + {bases[id(form.out)]}"
+    source = softmax_rows.plain_row_load(k, form, row_stride)
+    lines = []
+    if source is None:
+        lines += _phase_lines(k, kir.RowStore(form.out, form.value), r, bases, row_stride, n_outer)
+        src = out
+    else:
+        src = f"{source.buffer} + {bases[id(source)]}"
+    return [*lines, f"{form.helper}({src}, {out}, {render_dim(k.row_size)});"]
 
 
 def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
@@ -508,7 +602,9 @@ def _epilogue_lines(
     return lines
 
 
-GEMM_TILES = max(2, os.cpu_count() or 2)  # one tile per core: every thread gets work
+# four tiles per core, taken dynamically: a thread the scheduler holds back delays the call by
+# one tile at most (see CHUNKS); packed B panels make a column tile cost no extra packing
+GEMM_TILES = 4 * max(2, os.cpu_count() or 2)
 SMALL_GEMM_FLOPS = 1 << 21  # below this a GEMM runs as one call on one thread
 
 
@@ -565,9 +661,11 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
             "}",
         ]
     if isinstance(tiles, int):
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static)"] if tiles > 1 else []
+        lines = [f"{INDENT}#pragma omp parallel for schedule(dynamic, 1)"] if tiles > 1 else []
     else:  # a symbolic batch: parallel over its entries when there are several
-        lines = [f"{INDENT}#pragma omp parallel for schedule(static) if({render_dim(tiles)} > 1)"]
+        lines = [
+            f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if({render_dim(tiles)} > 1)"
+        ]
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < {render_dim(tiles)}; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")
@@ -608,8 +706,8 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "int64_t mb = gm, nb = gn;",
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
-        f"{INDENT}if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
-        f"{INDENT}else if (per > 1) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}if (per > 1 && gn >= 64 * per) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
+        f"{INDENT}else if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",
@@ -636,7 +734,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
             "}",
         ]
     lines = [INDENT + x for x in head]
-    lines.append(f"{INDENT}#pragma omp parallel for schedule(static) if(tiles > 1)")
+    lines.append(f"{INDENT}#pragma omp parallel for schedule(dynamic, 1) if(tiles > 1)")
     lines.append(f"{INDENT}for (int64_t tile = 0; tile < tiles; tile++) {{")
     lines += [INDENT * 2 + x for x in body]
     lines.append(f"{INDENT}}}")

@@ -31,6 +31,17 @@ class CTarget:
         return build_variant(graph, symbols, threads, self.toolchain)
 
     @staticmethod
+    def system_library(soname: str) -> tuple[Path | None, str]:
+        """Where this machine has the library `soname` a saved variant links (what
+        `CVariant.system_libraries` names), or None; and how to get it."""
+        from mdsl.codegen import onednn
+
+        if soname == onednn.SONAME:
+            hint = "pip install onednn-cpu-gomp (unset MDSL_ONEDNN=0 if it is set)"
+            return onednn.library_path(), hint
+        return None, "a library this mdsl does not know"
+
+    @staticmethod
     def load_variant(graph, symbols: dict[str, int], sources: dict[str, str], library, threads):
         """The variant of a saved executable (`mdsl.load_executable`): its library at path
         `library`, checked to be what this mdsl generates for the graph."""

@@ -61,7 +61,9 @@ class _Control:
                 test = f"{value} != {first[name]}"
             else:
                 first[name] = value
-                test = f"{value} < {b.lo}" + (f" or {value} > {b.hi}" if b.hi is not None else "")
+                test = f"{value} < {b.lo}"
+                if b.hi is not None:
+                    test += f" or {value} > {render_dim(b.hi, 'py')}"
             lines += [f"if {test}:", *_indented(self.fail(b.failure, value))]
         for name, value in first.items():
             lines.append(f"{name} = {value}; dims[{int(name.removeprefix('dim'))}] = {value}")

@@ -90,6 +90,7 @@ def _run_loop(cf: ControlFlow, args: list, symbols: dict, run: RunSubgraph) -> l
     n = len(cf.loop_inputs)
     values, captures = list(args[:n]), list(args[n:])
     for done in itertools.count():
+        _check_loop_bounds(cf, values, symbols)
         (go,) = call_subgraph(cf.node, cf.cond, values + captures, symbols, cf.dynamic, run)
         if not bool(np.asarray(go).reshape(-1)[0]):
             return values
@@ -99,6 +100,25 @@ def _run_loop(cf: ControlFlow, args: list, symbols: dict, run: RunSubgraph) -> l
             )
         values = call_subgraph(cf.node, cf.body, values + captures, symbols, cf.dynamic, run)
     raise AssertionError("unreachable")
+
+
+def _check_loop_bounds(cf: ControlFlow, values: list, symbols: dict) -> None:
+    """The loop-carried dims with a bound (attr `bounds`) lie within it: what compiled
+    backends sized the loop's buffers by."""
+    if not cf.bounds:
+        return
+    for t, array in zip(cf.node.outputs, values):
+        for axis, (dim, size) in enumerate(zip(t.shape, np.shape(array))):
+            bound = cf.bounds.get(dim.name) if isinstance(dim, Dim) else None
+            if bound is None:
+                continue
+            hi = bound.evaluate(symbols) if isinstance(bound, Dim) else int(bound)
+            if size > hi:
+                raise _error(
+                    cf.node,
+                    f"loop var {t.index} dim {axis}: {dim.name} = {size} exceeds its "
+                    f"bound {bound} = {hi}",
+                )
 
 
 def call_subgraph(

@@ -42,6 +42,12 @@ from mdsl.frontends.onnx_ops import (
     onnx_type_name,
 )
 from mdsl.frontends.onnx_rules import supported_op_types
+from mdsl.frontends.onnx_sequences import (
+    flatten_feeds,
+    innermost_tensor_type,
+    pack_outputs,
+    structure_of,
+)
 from mdsl.ir.errors import MdslError
 from mdsl.ir.naming import md_cell
 from mdsl.log import progress
@@ -118,11 +124,11 @@ def _unsupported_types(model) -> list[str]:
     found = set()
     infos = list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info)
     for vi in infos:
-        kind = vi.type.WhichOneof("value")
-        if kind != "tensor_type":
-            found.add(kind or "untyped")
-        elif dtype_from_onnx(vi.type.tensor_type.elem_type) is None:
-            found.add(onnx_type_name(vi.type.tensor_type.elem_type))
+        tt = innermost_tensor_type(vi.type)
+        if tt is None:
+            found.add(vi.type.WhichOneof("value") or "untyped")
+        elif dtype_from_onnx(tt.elem_type) is None:
+            found.add(onnx_type_name(tt.elem_type))
     for node in model.graph.node:
         for attr in node.attribute:
             if attr.name == "to" and dtype_from_onnx(attr.i) is None:
@@ -136,10 +142,9 @@ def run_case(case, execute, op: str) -> CaseResult:
         return CaseResult(case.name, op, "unsupported", reason)
     try:
         for inputs, expected in case.data_sets:
-            model, feeds = bind_constant_inputs(case.model, inputs)
-            g = import_model(model, label=case.name)
-            outputs = execute(g, {mdsl_name(k): v for k, v in feeds.items()})
-            names = [mdsl_name(o.name) for o in model.graph.output]
+            g, feeds, sequences = import_case(case, inputs)
+            outputs = pack_outputs(execute(g, flatten_feeds(feeds)), sequences)
+            names = [mdsl_name(o.name) for o in case.model.graph.output]
             problem = compare_outputs(names, outputs, expected, case.rtol, case.atol)
             if problem:
                 return CaseResult(case.name, op, "fail", problem)
@@ -150,19 +155,57 @@ def run_case(case, execute, op: str) -> CaseResult:
     return CaseResult(case.name, op, "pass")
 
 
+def import_case(case, inputs: list) -> tuple:
+    """(graph, feeds by mdsl name, names of the sequence outputs) for one data set: the
+    sequences and optionals among the inputs fix their structure at import
+    (`onnx_sequences`), ranks and lengths taken from the data."""
+    model, feeds = bind_constant_inputs(case.model, inputs)
+    structure = {}
+    specs = structure_of(feeds, [vi.name for vi in model.graph.input])
+    for vi in model.graph.input:
+        if vi.name not in specs:
+            continue
+        spec = specs[vi.name]
+        declared = innermost_tensor_type(vi.type)
+        if isinstance(spec, list) and declared is not None and declared.HasField("shape"):
+            spec = len(spec)  # the elements' declared shape, sizes their own
+        structure[vi.name] = spec
+    g = import_model(model, label=case.name, structure=structure)
+    sequences = [
+        mdsl_name(o.name)
+        for o in model.graph.output
+        if o.type.WhichOneof("value") != "tensor_type" and not _holds_tensor(o.type)
+    ]
+    return g, {mdsl_name(k): v for k, v in feeds.items()}, sequences
+
+
+def _holds_tensor(type_proto) -> bool:
+    """An optional of a tensor (an output that is a tensor when present)."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "optional_type":
+        return _holds_tensor(type_proto.optional_type.elem_type)
+    return kind == "tensor_type"
+
+
 def bind_constant_inputs(model, inputs: list) -> tuple:
-    """(model, feeds): graph inputs mdsl needs as constants become initializers."""
+    """(model, feeds): graph inputs mdsl needs as constants become initializers (a Loop
+    carrying a sequence is unrolled at import: its trip count and condition too)."""
     from onnx import numpy_helper
 
     initialized = {i.name for i in model.graph.initializer}
     declared = [i.name for i in model.graph.input if i.name not in initialized]
-    values = {name: as_array(v) for name, v in zip(declared, inputs)}
+    values = {name: _case_value(v) for name, v in zip(declared, inputs)}
+    structured = {n for n, v in values.items() if v is None or isinstance(v, list)}
     constant = set()
     for node in model.graph.node:
         opset = next((o.version for o in model.opset_import if o.domain in ONNX_DOMAINS), 1)
-        for pos in constant_input_positions(node.op_type, opset):
+        positions = list(constant_input_positions(node.op_type, opset))
+        if node.op_type == "Loop" and structured & set(node.input[2:]):
+            positions += [0, 1]
+        for pos in positions:
             if pos < len(node.input) and node.input[pos] in values:
                 constant.add(node.input[pos])
+    constant -= structured
     if not constant:
         return model, values
     bound = type(model)()
@@ -173,6 +216,15 @@ def bind_constant_inputs(model, inputs: list) -> tuple:
     for name in sorted(constant):
         bound.graph.initializer.append(numpy_helper.from_array(np.asarray(values[name]), name))
     return bound, {k: v for k, v in values.items() if k not in constant}
+
+
+def _case_value(value):
+    """A case's input: an array, a list of them (a sequence) or None (an absent optional)."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [as_array(v) for v in value]
+    return as_array(value)
 
 
 def as_array(value) -> np.ndarray:
@@ -187,6 +239,11 @@ def as_array(value) -> np.ndarray:
 def compare_outputs(names, outputs: dict, expected: list, rtol: float, atol: float) -> str | None:
     """None when every output matches ONNX's; else what differs first."""
     for name, want in zip(names, expected):
+        if want is None or isinstance(want, list):
+            problem = _compare_structure(name, outputs, want, rtol, atol)
+            if problem:
+                return problem
+            continue
         want = as_array(want)
         got = outputs.get(name)
         if got is None:
@@ -199,6 +256,22 @@ def compare_outputs(names, outputs: dict, expected: list, rtol: float, atol: flo
         problem = _value_mismatch(got, want, rtol, atol)
         if problem:
             return f"output {name!r}: {problem}"
+    return None
+
+
+def _compare_structure(name: str, outputs: dict, want, rtol, atol) -> str | None:
+    """A sequence output (a list) or an absent optional (None)."""
+    got = outputs.get(name)
+    if want is None:
+        return None if got is None else f"output {name!r} is present, ONNX gives none"
+    if not isinstance(got, list):
+        return f"output {name!r} is not a sequence"
+    if len(got) != len(want):
+        return f"output {name!r} holds {len(got)} tensors, ONNX gives {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        problem = compare_outputs([f"{name}[{k}]"], {f"{name}[{k}]": g}, [w], rtol, atol)
+        if problem:
+            return problem
     return None
 
 
@@ -304,12 +377,16 @@ _LIMITATIONS = [
     "BatchNormalization and Dropout; outputs mdsl's ops do not produce when a model reads "
     "them (MaxPool's Indices); Resize's `antialias`, `keep_aspect_ratio_policy` and "
     "`tf_crop_and_resize`; blocked (de)quantization; inputs mdsl holds as attributes "
-    "when they are computed from run-time data inside If/Loop bodies, and Reshape's shape, "
-    "Slice's axes and steps and non-constant Pad's pads whenever they are (Range, Pad, "
-    "Tile, Expand, ConstantOfShape, OneHot, TopK and Slice starts/ends computed at run "
-    "time are value dims: docs/dynamic-shapes.md); Scan before opset 9; sequences that are "
-    "graph inputs or outputs or Loop values (sequence ops whose structure is known at "
-    "import time are imported as lists of tensors), optional and string types. The storage types "
+    "when they are computed from run-time data inside If/Loop bodies, and Slice's axes "
+    "and steps and non-constant Pad's pads whenever they are (Range, Pad, Tile, Expand, "
+    "ConstantOfShape, OneHot, TopK and Slice starts/ends computed at run time are value "
+    "dims, Reshape's shape a DynamicReshape: docs/dynamic-shapes.md); Scan before opset 9; sequences and "
+    "optionals whose structure (length, presence) is known only at run time, and string "
+    "types. Sequences and optionals have their structure fixed at import "
+    "(docs/dynamic-shapes.md, section 7): the runner gives a sequence input's length (and, "
+    "where its type declares no rank, its elements' ranks) and an optional's presence from "
+    "the case's data, and binds the trip count and condition of a Loop carrying one, which "
+    "is unrolled at import. The storage types "
     "(float8, float4, int4, int2) are held but not computed in: compiled backends run the "
     "nodes touching them through the interpreter (docs/dtypes.md). Scan is unrolled over its "
     "static scan axis.",
@@ -420,8 +497,7 @@ def _round_trip(case, opset: int | None) -> str | None:
 
     case_opset = next(o.version for o in case.model.opset_import if o.domain in ONNX_DOMAINS)
     for inputs, expected in case.data_sets:
-        model, feeds = bind_constant_inputs(case.model, inputs)
-        g = import_model(model, label=case.name)
+        g, feeds, sequences = import_case(case, inputs)
         with warnings.catch_warnings():  # ONNX's own shape inference lags in places
             warnings.simplefilter("ignore", UserWarning)
             try:
@@ -430,9 +506,12 @@ def _round_trip(case, opset: int | None) -> str | None:
                 if opset is not None or case_opset <= DEFAULT_OPSET:
                     raise
                 exported = export(g, opset=case_opset)
-        outputs = _ort_session(exported).run(None, {mdsl_name(k): v for k, v in feeds.items()})
-        names = [o.name for o in exported.graph.output]
-        problem = compare_outputs(names, dict(zip(names, outputs)), expected, case.rtol, case.atol)
+        outputs = _ort_session(exported).run(None, flatten_feeds(feeds))
+        found = dict(zip([o.name for o in exported.graph.output], outputs))
+        names = [mdsl_name(o.name) for o in case.model.graph.output]
+        problem = compare_outputs(
+            names, pack_outputs(found, sequences), expected, case.rtol, case.atol
+        )
         if problem:
             return problem
     return None

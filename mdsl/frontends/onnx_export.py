@@ -637,6 +637,26 @@ def _dynamic_slice(ex: _Exporter, node: Node) -> None:
     ex.add("Slice", [x, starts, ends, axes, steps], ex.output_names(node), name=f"/{node.name}")
 
 
+@export_rule("DynamicReshape")
+def _dynamic_reshape(ex: _Exporter, node: Node) -> None:
+    attrs = {"allowzero": 1} if node.attrs.get("allowzero") else {}
+    ex.add("Reshape", ex.input_names(node), ex.output_names(node), name=f"/{node.name}", **attrs)
+
+
+@export_rule("DynamicCrop")
+def _dynamic_crop(ex: _Exporter, node: Node) -> None:
+    """ONNX Pad by the negated crops (negative pads crop)."""
+    x, crops = ex.input_names(node)
+    pads = ex.temp(f"{node.name}_pads")
+    ex.add("Neg", [crops], [pads], name=f"/{pads}")
+    ex.add("Pad", [x, pads], ex.output_names(node), name=f"/{node.name}")
+
+
+@export_rule("DynamicSliceAxes")
+def _dynamic_slice_axes(ex: _Exporter, node: Node) -> None:
+    ex.add("Slice", ex.input_names(node), ex.output_names(node), name=f"/{node.name}")
+
+
 @export_rule("Split")
 def _split(ex: _Exporter, node: Node) -> None:
     attrs = dict(node.attrs)

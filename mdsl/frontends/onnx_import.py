@@ -50,6 +50,12 @@ from mdsl.frontends.onnx_scopes import (
     inferred_layers,
     scope_metadata_layers,
 )
+from mdsl.frontends.onnx_sequences import (
+    STRUCTURE_OPS,
+    element_name,
+    innermost_tensor_type,
+    structured_input,
+)
 from mdsl.frontends.onnx_values import (
     EVALUATION_SIZE_CAP,
     array_from_tensor_proto,
@@ -63,7 +69,7 @@ from mdsl.frontends.onnx_values import (
 from mdsl.ir import context
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.errors import GraphError, MdslError
+from mdsl.ir.errors import GraphError, MdslError, ShapeError
 from mdsl.ir.graph import CONST, Graph, Layer, Tensor
 from mdsl.ir.tensor_type import TensorType
 from mdsl.log import progress
@@ -72,13 +78,23 @@ from mdsl.ops.registry import RANDOM_OPS, get_op, has_op
 from mdsl.ops.runtime_sizes import MAX_VALUE_DIMS
 
 
-def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> Graph:
+def load(
+    model,
+    *,
+    name: str | None = None,
+    custom_ops: dict | None = None,
+    structure: dict | None = None,
+) -> Graph:
     """Import an ONNX model (a path, serialized bytes or a `onnx.ModelProto`) as a Graph.
 
     `custom_ops` maps a custom domain's op types to mdsl ops declared with
     `@mdsl.op_proto` (the builder, or its op type name):
     `load(path, custom_ops={"com.acme": {"FancyOp": fancy_op}})`; a node of such an op
     passes its inputs in order and its attributes as attrs.
+
+    `structure` gives the graph inputs that are sequences or optionals their structure,
+    which mdsl fixes at import (`mdsl.frontends.onnx_sequences`): a sequence's length
+    (or its elements' shapes), None for an optional that is absent.
 
     >>> import onnx, onnx.helper as oh, mdsl
     >>> node = oh.make_node("Relu", ["x"], ["y"], name="/block/act/Relu")
@@ -90,7 +106,7 @@ def load(model, *, name: str | None = None, custom_ops: dict | None = None) -> G
     (['x', 'block/act/Relu', 'Output_y'], (Dim('N'), 4))
     """
     proto, label = read_model(model)
-    return import_model(proto, name=name, label=label, custom_ops=custom_ops)
+    return import_model(proto, name=name, label=label, custom_ops=custom_ops, structure=structure)
 
 
 def _unreadable(label: str, error: Exception) -> str:
@@ -179,7 +195,12 @@ def _infer_layers(graph_proto, nodes: list[OnnxNode]) -> dict[str, str]:
 
 
 def import_model(
-    proto, *, name: str | None = None, label: str = "model", custom_ops: dict | None = None
+    proto,
+    *,
+    name: str | None = None,
+    label: str = "model",
+    custom_ops: dict | None = None,
+    structure: dict | None = None,
 ) -> Graph:
     """Import a ModelProto; every failure is an MdslError (see `load`)."""
     try:
@@ -193,6 +214,7 @@ def import_model(
         weight_layers = _infer_layers(proto.graph, nodes)
         importer = _Importer(proto, nodes, label, opsets=opset, custom_ops=custom)
         importer.weight_layers = weight_layers
+        importer.structure = dict(structure or {})
         return importer.build(name or proto.graph.name or "onnx_model")
     except MdslError:
         raise
@@ -411,6 +433,8 @@ def is_compile_time(node: OnnxNode, known: set[str]) -> bool:
     """Whether `node`'s outputs can be computed at import time given the `known` values."""
     if node.op_type in ("Constant", "Shape", "Size") and node.is_onnx:
         return True
+    if node.op_type in STRUCTURE_OPS:
+        return False
     if node.op_type == "CastLike" and node.is_onnx:  # only the type of input 1 matters
         return node.inputs[0] in known
     return (
@@ -432,11 +456,11 @@ def _unsupported_value_types(proto) -> list[str]:
     for vi in list(proto.graph.input) + list(proto.graph.output):
         if vi.name in inits:
             continue
-        kind = vi.type.WhichOneof("value")
-        if kind != "tensor_type":
-            found.append(f"{vi.name}: {kind or 'no type'}")
-        elif dtype_from_onnx(vi.type.tensor_type.elem_type) is None:
-            found.append(f"{vi.name}: {onnx_type_name(vi.type.tensor_type.elem_type)}")
+        tt = innermost_tensor_type(vi.type)
+        if tt is None:
+            found.append(f"{vi.name}: {vi.type.WhichOneof('value') or 'no type'}")
+        elif dtype_from_onnx(tt.elem_type) is None:
+            found.append(f"{vi.name}: {onnx_type_name(tt.elem_type)}")
     for init in proto.graph.initializer:
         if dtype_from_onnx(init.data_type) is None:
             found.append(f"initializer {init.name}: {onnx_type_name(init.data_type)}")
@@ -454,6 +478,7 @@ class _Value:
     constant_node: OnnxNode | None = None  # the Constant node, for its Const's name
     evaluated: bool = False
     sequence: list[Tensor] | None = None  # a sequence's tensors (mdsl.frontends.onnx_sequences)
+    absent: bool = False  # an optional holding nothing
 
 
 @dataclass
@@ -472,6 +497,7 @@ class _Importer:
     _producers: dict[str, OnnxNode] = field(default_factory=dict)  # run-time value -> node
     budget: ImportBudget = field(default_factory=ImportBudget)  # import-time evaluation
     weight_layers: dict[str, str] = field(default_factory=dict)  # see onnx_scopes
+    structure: dict = field(default_factory=dict)  # sequence/optional inputs (see load)
 
     def __post_init__(self):
         self.used = _used_names(self.proto.graph)
@@ -484,7 +510,7 @@ class _Importer:
             for node in self._nodes_with_progress(name):
                 self._visit(node)
             for out in graph_proto.output:
-                g.output(self.tensor(out.name), mdsl_name(out.name))
+                self._declare_output(g, out.name)
         for node in _all_nodes(g):
             node.source = self.label  # errors after import point at the model file
         return g
@@ -500,22 +526,47 @@ class _Importer:
         for vi in graph_proto.input:
             if vi.name in self.values:
                 continue  # an initializer listed as an input (IR < 4): a constant
+            if vi.type.WhichOneof("value") != "tensor_type":
+                self.values[vi.name] = structured_input(self, vi)
+                continue
             tt = vi.type.tensor_type
-            shape = self._input_shape(vi.name, tt)
+            shape = self.input_shape(vi.name, tt)
             dtype = dtype_from_onnx(tt.elem_type)
             tensor = self.graph.input(mdsl_name(vi.name), shape, dtype)
             self.values[vi.name] = _Value(tensor=tensor)
 
-    def _input_shape(self, name: str, tt) -> tuple:
+    def _declare_output(self, g: Graph, name: str) -> None:
+        """A graph output: a tensor, each tensor of a sequence (`name.0`, ...: see
+        `onnx_sequences`), or nothing for an optional that is absent."""
+        v = self._entry(name)
+        if v.absent:
+            return
+        if v.sequence is not None:
+            for k, t in enumerate(v.sequence):
+                g.output(t, element_name(mdsl_name(name), k))
+            return
+        g.output(self.tensor(name), mdsl_name(name))
+
+    def input_shape(
+        self, name: str, tt, symbol_suffix: str = "", shared: frozenset = frozenset()
+    ) -> tuple:
+        """The shape a graph input's tensor type declares; `symbol_suffix` makes its
+        symbols its own (a sequence's elements: each has sizes of its own), but for the
+        dim params in `shared`."""
         if not tt.HasField("shape"):
             raise GraphError(f"input {name!r} has no shape (not even a rank); mdsl needs one")
-        return tuple(self._dim(d, name, axis) for axis, d in enumerate(tt.shape.dim))
+        dims = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+                continue
+            param = d.dim_param if d.HasField("dim_param") and d.dim_param else f"{name}_{axis}"
+            dims.append(self.symbol(param if param in shared else param + symbol_suffix))
+        return tuple(dims)
 
-    def _dim(self, d, name: str, axis: int):
-        if d.HasField("dim_value"):
-            return int(d.dim_value)
-        param = d.dim_param if d.HasField("dim_param") and d.dim_param else f"{name}_{axis}"
-        symbol = _identifier(param)
+    def symbol(self, name: str) -> Dim:
+        """The graph's symbol `name` (one Dim per name)."""
+        symbol = _identifier(name)
         return self._symbols.setdefault(symbol, Dim(symbol))
 
     # -- values ---------------------------------------------------------------------------
@@ -799,12 +850,66 @@ class _Importer:
         """A rule's result that is a sequence of `tensors` (import-time only)."""
         return _Value(sequence=list(tensors))
 
+    def absent_value(self) -> _Value:
+        """A rule's result that is an optional holding nothing."""
+        return _Value(absent=True)
+
+    def entry(self, name: str) -> _Value:
+        """What the importer holds for value `name` ("": an absent optional input)."""
+        if not name:
+            return _Value(absent=True)
+        v = self._entry(name)
+        return v
+
+    def tensor_value(self, tensor: Tensor) -> _Value:
+        return _Value(tensor=tensor)
+
+    def import_values(self, graph_proto, inputs: list[_Value]) -> list[_Value]:
+        """Import a subgraph's nodes into the graph being built with its declared inputs
+        bound to `inputs` (tensors, sequences, optionals, import-time values): one
+        iteration of a Loop or SequenceMap unrolled at import. Returns its outputs,
+        import-time values kept as such."""
+        saved = (self.values, self._imported, self._scope_base)
+        self.values = {k: replace(v) for k, v in self.values.items()}
+        self._imported = dict(self._imported)
+        self._scope_base = tuple(context.scope_path.get())
+        try:
+            for init in graph_proto.initializer:
+                self.values[init.name] = _Value(const=array_from_tensor_proto(init))
+            for vi, value in zip(graph_proto.input, inputs):
+                self.values[vi.name] = replace(value)
+            for node in graph_proto.node:
+                self._visit(OnnxNode.of(node, self.opsets))
+            return [self._settled(out.name) for out in graph_proto.output]
+        finally:
+            self.values, self._imported, self._scope_base = saved
+
+    def settled_tensor(self, v: _Value) -> Tensor:
+        """The tensor of a value `import_values` gave (an import-time value: a Const)."""
+        if v.tensor is not None:
+            return v.tensor
+        if v.sequence is not None or v.absent:
+            raise GraphError("a sequence or optional where mdsl needs one tensor")
+        name = context.current_graph().node_names.unique("unrolled_value")
+        return self._const_node(name, v)
+
+    def _settled(self, name: str) -> _Value:
+        """Value `name` in a form that outlives the subgraph defining it."""
+        v = self.entry(name)
+        if v.sequence is not None or v.absent:
+            return replace(v)
+        if v.tensor is None:
+            value = self.value(name)
+            if value is not None and value.dtype != object:  # symbolic: computed at run time
+                return _Value(const=value)
+        return _Value(tensor=self.tensor(name))
+
     def constant_value(self, array: np.ndarray) -> _Value:
         """A rule's result known at import time (it becomes a Const where a tensor is needed)."""
         return _Value(const=array)
 
     def sequence_of(self, name: str) -> list[Tensor]:
-        v = self._entry(name)
+        v = self.entry(name)
         if v.sequence is None:
             raise GraphError(f"value {name!r} is not a sequence")
         return v.sequence
@@ -966,11 +1071,18 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     opdef = get_op(mapping.mdsl_type)
     attrs = convert_attrs(node, opdef, mapping)
     attr_inputs = mapping.attr_inputs_at(node.opset)
+    if mapping.mdsl_type == "Reshape" and node.opset >= 5 and ctx.value(node.inputs[1]) is None:
+        return dynamic_reshape(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[1]) is None:
         return dynamic_slice(ctx, node)
+    if mapping.mdsl_type == "Slice" and node.opset >= 10 and _run_time(ctx, node, (3, 4)):
+        return _dynamic_slice_axes(ctx, node)
     if mapping.mdsl_type == "Slice" and node.opset >= 10 and ctx.value(node.inputs[2]) is None:
         return dynamic_slice(ctx, node)
+    crops = _run_time_pads(ctx, node, mapping, attrs)
     for index, spec in attr_inputs.items():
+        if crops is not None and spec.attr == "pads":
+            continue
         run_time = (mapping.mdsl_type, spec.attr) in RUN_TIME_ATTRS
         value = ctx.constant_input(node, index, spec.attr, run_time=run_time)
         if value is not None:
@@ -979,13 +1091,44 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
     if mapping.mdsl_type == "Slice" and inputs and inputs[0] is not None:
         ctx.bound_slice_ends(inputs[0].shape, attrs)
     with ctx.scope_of(node) as leaf:
-        return ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        try:
+            out = ctx.emit(mapping.mdsl_type, inputs, attrs, name=leaf)
+        except ShapeError:
+            if mapping.mdsl_type != "Reshape" or ctx.value(node.inputs[1]).dtype != object:
+                raise
+            # symbolic sizes no rule proves to fit (value dims): checked when it runs
+            return dynamic_reshape(ctx, node)
+        if crops is None:
+            return out
+        return ctx.emit("DynamicCrop", [out[0], crops], {}, name=f"{leaf or 'Pad'}_crop")
+
+
+def _run_time_pads(ctx: _Importer, node: OnnxNode, mapping: OpMapping, attrs: dict):
+    """For a Pad whose pads are computed at run time (top-level graph, no axes input):
+    sets attrs["pads"] to value dims of max(pads, 0) and returns the crops max(-pads, 0)
+    a DynamicCrop applies after it (ONNX's negative pads); None for other nodes."""
+    from mdsl.ops.runtime_sizes import value_dims
+
+    if mapping.mdsl_type != "Pad" or node.opset < 11 or ctx.current_graph() is not ctx.graph:
+        return None
+    if len(node.inputs) < 2 or ctx.value(node.inputs[1]) is not None:
+        return None
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return None
+    pads = ctx.tensor(node.inputs[1])
+    with ctx.scope_of(node) as leaf:
+        if pads.dtype != DType.int64:
+            pads = ctx.emit("Cast", [pads], {"to": DType.int64})[0]
+        grow = ctx.emit("Max", [pads, ctx.current_graph().const("zero", np.int64(0))], {})[0]
+        attrs["pads"] = value_dims(grow, name=f"{leaf or 'Pad'}_pads")
+        shrink = ctx.emit("Neg", [pads], {})[0]
+        return ctx.emit("Max", [shrink, ctx.current_graph().const("zero", np.int64(0))], {})[0]
 
 
 # (op, attr) whose ONNX input may be computed at run time: its values become value dims
 # (sizes: a negative value is an ExecutionError when it is bound). A Slice whose starts or
-# ends are computed at run time is a DynamicSlice (`dynamic_slice`); Reshape's shape
-# stays an import-time value (its -1 and 0 mean something a size cannot hold).
+# ends are computed at run time is a DynamicSlice (`dynamic_slice`), a Reshape whose
+# shape is a DynamicReshape (`dynamic_reshape`: its -1 and 0 mean what no size can).
 RUN_TIME_ATTRS = {
     ("Expand", "shape"),
     ("ConstantOfShape", "shape"),
@@ -996,9 +1139,22 @@ RUN_TIME_ATTRS = {
 }
 
 
+def dynamic_reshape(ctx: _Importer, node: OnnxNode) -> list:
+    """A Reshape whose shape is computed at run time from data (not from Shape: those
+    are import-time symbolic values): a DynamicReshape, its dims data-dependent."""
+    shape = ctx.tensor(node.inputs[1])
+    with ctx.scope_of(node) as leaf:
+        if shape.dtype != DType.int64:
+            shape = ctx.emit("Cast", [shape], {"to": DType.int64})[0]
+        attrs = {"allowzero": bool(int(node.attrs.get("allowzero", 0)))}
+        return ctx.emit("DynamicReshape", [ctx.input_tensor(node, 0), shape], attrs, name=leaf)
+
+
 def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
     """A Slice whose starts or ends are computed at run time: a DynamicSlice, its
     lengths data-dependent (axes and steps must be import-time values)."""
+    if _run_time(ctx, node, (3, 4)):
+        return _dynamic_slice_axes(ctx, node)
     axes, steps = (
         None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
         for value in (ctx.constant_input(node, i, what) for i, what in ((3, "axes"), (4, "steps")))
@@ -1013,6 +1169,34 @@ def dynamic_slice(ctx: _Importer, node: OnnxNode) -> list:
     with ctx.scope_of(node) as leaf:
         attrs = {"axes": axes, "steps": steps, "lengths": lengths}
         return ctx.emit("DynamicSlice", [ctx.input_tensor(node, 0), *bounds], attrs, name=leaf)
+
+
+def _run_time(ctx: _Importer, node: OnnxNode, positions) -> bool:
+    """Whether one of the inputs at `positions` is given and known only at run time."""
+    return any(
+        i < len(node.inputs) and node.inputs[i] and ctx.value(node.inputs[i]) is None
+        for i in positions
+    )
+
+
+def _dynamic_slice_axes(ctx: _Importer, node: OnnxNode) -> list:
+    """A Slice whose axes or steps are computed at run time: a DynamicSliceAxes (every
+    dim data-dependent); absent axes are 0, 1, ..., absent steps 1."""
+    x = ctx.input_tensor(node, 0)
+    parts = []
+    for index in (1, 2, 3, 4):
+        name = node.inputs[index] if index < len(node.inputs) else ""
+        if name:
+            t = ctx.tensor(name)
+        else:
+            count = ctx.type_of(node.inputs[1]).shape[0]
+            default = np.arange(count) if index == 3 else np.ones(count)
+            t = ctx.current_graph().const(
+                f"slice_{'axes' if index == 3 else 'steps'}", default.astype(np.int64)
+            )
+        parts.append(t if t.dtype == DType.int64 else ctx.emit("Cast", [t], {"to": DType.int64})[0])
+    with ctx.scope_of(node) as leaf:
+        return ctx.emit("DynamicSliceAxes", [x, *parts], {}, name=leaf)
 
 
 def convert_attrs(node: OnnxNode, opdef, mapping: OpMapping | None) -> dict:

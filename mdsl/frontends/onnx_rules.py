@@ -466,6 +466,10 @@ def if_(ctx, node) -> list:
         taken = branches[0] if bool(known.reshape(-1)[0]) else branches[1]
         layer, leaf = split_scope(node.name or node.op_type)
         return ctx.inline_subgraph(taken, (*ctx.scope_base, *layer, leaf))
+    if any(o.type.WhichOneof("value") != "tensor_type" for b in branches for o in b.output):
+        from mdsl.frontends.onnx_sequences import structured_if
+
+        return structured_if(ctx, node, branches)
     pred = ctx.input_tensor(node, 0)
     with ctx.control_flow_scope(node, "If") as name:
         then_fn, else_fn = (lambda b=b: tuple(ctx.import_subgraph(b, [])) for b in branches)
@@ -513,7 +517,10 @@ def loop(ctx, node) -> list:
     one row per iteration, from an empty (0, ...) tensor: its first dim is a new symbol,
     at most M when M is known at import time."""
     from mdsl.builder.control_flow import result_types, while_loop
+    from mdsl.frontends.onnx_sequences import holds_structure, unrolled_loop
 
+    if any(holds_structure(ctx, name) for name in node.inputs[2:]):
+        return unrolled_loop(ctx, node)
     body = node.attrs["body"]
     trip_count, condition = ctx.input_tensor(node, 0), ctx.input_tensor(node, 1)
     state = [ctx.input_tensor(node, i) for i in range(2, len(node.inputs))]

@@ -131,7 +131,13 @@ from mdsl.ops.reduce import (
 )
 from mdsl.ops.resizing import resize
 from mdsl.ops.roi_align import roi_align
-from mdsl.ops.runtime_sizes import dynamic_slice, value_dims
+from mdsl.ops.runtime_sizes import (
+    dynamic_crop,
+    dynamic_reshape,
+    dynamic_slice,
+    dynamic_slice_axes,
+    value_dims,
+)
 from mdsl.ops.selection import topk
 from mdsl.ops.shape_query import shape, size
 from mdsl.ops.spectral import dft

@@ -772,6 +772,32 @@ def dropout(x: Operand, *, ratio: float = 0.5, seed: int | None = None, name: st
         y: tensor of bfloat16, float16, float32, float64
     """
 
+def dynamic_crop(x, crops, *, name: str | None = None, device: str | None = None):
+    """`x` cropped by the int64 vector `crops` (begins of every axis, then ends) read at
+    run time.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (4,))
+    ...     c = g.input("c", (2,), "int64")
+    ...     g.output(mdsl.ops.dynamic_crop(x, c), "y")
+    >>> mdsl.interpret(g, {"x": np.arange(4, dtype=np.float32), "c": np.array([1, 2])})["y"]
+    array([1.], dtype=float32)
+    """
+
+def dynamic_reshape(x, shape, *, allowzero: bool = False, name: str | None = None, device: str | None = None):
+    """`x` reshaped to the int64 vector `shape` read at run time (ONNX Reshape); the
+    output dims are data-dependent (compiled backends size them by numel(x)).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (2, 6))
+    ...     s = g.input("s", (2,), "int64")
+    ...     g.output(mdsl.ops.dynamic_reshape(x, s), "y")
+    >>> mdsl.interpret(g, {"x": np.zeros((2, 6), np.float32), "s": np.array([-1, 4])})["y"].shape
+    (3, 4)
+    """
+
 def dynamic_slice(x, starts, ends, axes=None, steps=None, *, lengths=None, name: str | None = None, device: str | None = None):
     """`x[starts:ends:steps]` along `axes`, `starts` and `ends` int64 tensors read at run
     time (ONNX Slice); the sliced lengths are data-dependent, at most the axes' sizes,
@@ -785,6 +811,22 @@ def dynamic_slice(x, starts, ends, axes=None, steps=None, *, lengths=None, name:
     >>> mdsl.interpret(g, {"x": np.arange(5, dtype=np.float32), "s": np.array([-3]),
     ...                    "e": np.array([99])})["y"]
     array([2., 3., 4.], dtype=float32)
+    """
+
+def dynamic_slice_axes(x, starts, ends, axes, steps, *, name: str | None = None, device: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, all four int64 vectors read at run time
+    (ONNX Slice); every output dim is data-dependent.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (3, 4))
+    ...     s, e, a, st = (g.input(n, (1,), "int64") for n in "seat")
+    ...     g.output(mdsl.ops.dynamic_slice_axes(x, s, e, a, st), "y")
+    >>> feeds = {"s": np.array([3]), "e": np.array([0]), "a": np.array([-1]), "t": np.array([-2])}
+    >>> mdsl.interpret(g, {"x": np.arange(12, dtype=np.float32).reshape(3, 4), **feeds})["y"]
+    array([[ 3.,  1.],
+           [ 7.,  5.],
+           [11.,  9.]], dtype=float32)
     """
 
 def einsum(equation: str, *operands, name: str | None = None, device: str | None = None) -> Tensor:

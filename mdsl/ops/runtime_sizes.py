@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from mdsl.ir.dim import MAX_DIM
-from mdsl.ir.errors import ShapeError
+from mdsl.ir.errors import ExecutionError, ShapeError
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ops.bindings import register_op_impl
 from mdsl.ops.dynamic import DYNAMIC, data_dependent, value_dim
@@ -176,3 +176,190 @@ def _unknown_lengths(x, starts, ends, *, lengths=None, **_) -> int:
 
 register_op_impl("DynamicSlice", _dynamic_slice_ref)
 data_dependent("DynamicSlice", count=_unknown_lengths, bounds=_slice_bounds)
+
+
+@op_proto(
+    "DynamicReshape",
+    inputs={"x": "any", "shape": "int"},
+    outputs={"y": "any"},
+    attrs={"allowzero": Attr(bool, default=False), DYNAMIC: Attr([str], default=())},
+    category="opaque",
+)
+def _dynamic_reshape(x, shape, *, allowzero, dynamic):
+    """`x` reshaped to `shape`, an int64 vector read at run time (ONNX Reshape: 0 copies
+    the input's dim unless `allowzero`, one -1 is inferred): every output dim is
+    data-dependent, at most numel(x) (so an empty x reshapes to zero-size dims only); a
+    shape that does not fit is an ExecutionError."""
+    check(
+        shape.rank == 1 and shape.is_static,
+        f"shape must be a static vector, got {shape.describe()}",
+    )
+    check(len(dynamic) == shape.shape[0], f"{len(dynamic)} symbol names for rank {shape.shape[0]}")
+    return TensorType(tuple(value_dim(s) for s in dynamic), x.dtype)
+
+
+def dynamic_reshape(x, shape, *, allowzero: bool = False, name: str | None = None):
+    """`x` reshaped to the int64 vector `shape` read at run time (ONNX Reshape); the
+    output dims are data-dependent (compiled backends size them by numel(x)).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (2, 6))
+    ...     s = g.input("s", (2,), "int64")
+    ...     g.output(mdsl.ops.dynamic_reshape(x, s), "y")
+    >>> mdsl.interpret(g, {"x": np.zeros((2, 6), np.float32), "s": np.array([-1, 4])})["y"].shape
+    (3, 4)
+    """
+    return _dynamic_reshape(x, shape, allowzero=allowzero, name=name)
+
+
+def reshaped_dims(in_shape: tuple, shape, allowzero: bool) -> tuple[int, ...]:
+    """The dims ONNX Reshape gives `in_shape` for target `shape`; ShapeError if none."""
+    target = [int(v) for v in np.asarray(shape).reshape(-1)]
+    if not allowzero:
+        for i, v in enumerate(target):
+            if v == 0:
+                if i >= len(in_shape):
+                    raise ExecutionError(f"shape {target}: 0 at axis {i} copies no input dim")
+                target[i] = in_shape[i]
+    total = int(np.prod(in_shape, dtype=np.int64)) if in_shape else 1
+    if target.count(-1) > 1 or any(v < -1 for v in target):
+        raise ExecutionError(f"shape {target} has a negative size (one -1 at most is inferred)")
+    if -1 in target:
+        known = int(np.prod([v for v in target if v != -1], dtype=np.int64))
+        if known == 0 or total % known:
+            raise ExecutionError(f"cannot reshape {tuple(in_shape)} ({total} elements) to {target}")
+        target[target.index(-1)] = total // known
+    if int(np.prod(target, dtype=np.int64)) != total or any(v > MAX_DIM for v in target):
+        raise ExecutionError(f"cannot reshape {tuple(in_shape)} ({total} elements) to {target}")
+    return tuple(target)
+
+
+def _dynamic_reshape_ref(x, shape, *, allowzero=False, **_):
+    return np.ascontiguousarray(x).reshape(reshaped_dims(x.shape, shape, allowzero))
+
+
+register_op_impl("DynamicReshape", _dynamic_reshape_ref)
+data_dependent(
+    "DynamicReshape",
+    count=lambda x, shape, **_: shape.shape[0],
+    bounds=lambda x, shape, **_: [numel(x.shape)] * shape.shape[0],
+)
+
+
+@op_proto(
+    "DynamicCrop",
+    inputs={"x": "any", "crops": "int"},
+    outputs={"y": "any"},
+    attrs={DYNAMIC: Attr([str], default=())},
+    category="opaque",
+)
+def _dynamic_crop(x, crops, *, dynamic):
+    """`x` with crops[i] elements removed from the start of axis i and crops[rank + i]
+    from its end (ONNX Pad's negative pads), read at run time: every output dim is
+    data-dependent, at most the input's; a crop below 0 or beyond a dim is an
+    ExecutionError."""
+    check(
+        crops.rank == 1 and crops.is_static,
+        f"crops must be a static vector, got {crops.describe()}",
+    )
+    check(
+        crops.shape[0] == 2 * x.rank,
+        f"{crops.shape[0]} crops for rank {x.rank} (needs {2 * x.rank})",
+    )
+    check(len(dynamic) == x.rank, f"{len(dynamic)} symbol names for rank {x.rank}")
+    return TensorType(tuple(value_dim(s) for s in dynamic), x.dtype)
+
+
+def dynamic_crop(x, crops, *, name: str | None = None):
+    """`x` cropped by the int64 vector `crops` (begins of every axis, then ends) read at
+    run time.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (4,))
+    ...     c = g.input("c", (2,), "int64")
+    ...     g.output(mdsl.ops.dynamic_crop(x, c), "y")
+    >>> mdsl.interpret(g, {"x": np.arange(4, dtype=np.float32), "c": np.array([1, 2])})["y"]
+    array([1.], dtype=float32)
+    """
+    return _dynamic_crop(x, crops, name=name)
+
+
+def _dynamic_crop_ref(x, crops, **_):
+    crops = [int(c) for c in np.asarray(crops).reshape(-1)]
+    index = []
+    for axis, size in enumerate(x.shape):
+        begin, end = crops[axis], crops[x.ndim + axis]
+        if begin < 0 or end < 0 or begin + end > size:
+            raise ExecutionError(
+                f"axis {axis} of size {size} cropped by {begin} and {end}: a run-time pad "
+                "makes the dim negative"
+            )
+        index.append(slice(begin, size - end))
+    return np.ascontiguousarray(x[tuple(index)])
+
+
+register_op_impl("DynamicCrop", _dynamic_crop_ref)
+data_dependent(
+    "DynamicCrop",
+    count=lambda x, crops, **_: x.rank,
+    bounds=lambda x, crops, **_: list(x.shape),
+)
+
+
+@op_proto(
+    "DynamicSliceAxes",
+    inputs={"x": "any", "starts": "int", "ends": "int", "axes": "int", "steps": "int"},
+    outputs={"y": "any"},
+    attrs={DYNAMIC: Attr([str], default=())},
+    category="opaque",
+)
+def _dynamic_slice_axes(x, starts, ends, axes, steps, *, dynamic):
+    """ONNX Slice with its axes and steps too read at run time: which axes are sliced
+    is known only then, so every output dim is data-dependent, at most the input's."""
+    count = _sliced_count(starts, ends, None, None)
+    for what, t in (("axes", axes), ("steps", steps)):
+        check(
+            t.rank == 1 and t.is_static and t.shape[0] == count, f"{what} must have {count} entries"
+        )
+    check(len(dynamic) == x.rank, f"{len(dynamic)} symbol names for rank {x.rank}")
+    return TensorType(tuple(value_dim(s) for s in dynamic), x.dtype)
+
+
+def dynamic_slice_axes(x, starts, ends, axes, steps, *, name: str | None = None):
+    """`x[starts:ends:steps]` along `axes`, all four int64 vectors read at run time
+    (ONNX Slice); every output dim is data-dependent.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (3, 4))
+    ...     s, e, a, st = (g.input(n, (1,), "int64") for n in "seat")
+    ...     g.output(mdsl.ops.dynamic_slice_axes(x, s, e, a, st), "y")
+    >>> feeds = {"s": np.array([3]), "e": np.array([0]), "a": np.array([-1]), "t": np.array([-2])}
+    >>> mdsl.interpret(g, {"x": np.arange(12, dtype=np.float32).reshape(3, 4), **feeds})["y"]
+    array([[ 3.,  1.],
+           [ 7.,  5.],
+           [11.,  9.]], dtype=float32)
+    """
+    return _dynamic_slice_axes(x, starts, ends, axes, steps, name=name)
+
+
+def _dynamic_slice_axes_ref(x, starts, ends, axes, steps, **_):
+    axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    steps = [int(s) for s in np.asarray(steps).reshape(-1)]
+    if any(not -x.ndim <= a < x.ndim for a in axes) or len(
+        {a % max(x.ndim, 1) for a in axes}
+    ) != len(axes):
+        raise ExecutionError(f"slice axes {axes} are outside rank {x.ndim} or repeat an axis")
+    if any(s == 0 for s in steps):
+        raise ExecutionError(f"slice steps {steps} hold a 0")
+    return _dynamic_slice_ref(x, starts, ends, axes=axes, steps=steps)
+
+
+register_op_impl("DynamicSliceAxes", _dynamic_slice_axes_ref)
+data_dependent(
+    "DynamicSliceAxes",
+    count=lambda x, *_, **__: x.rank,
+    bounds=lambda x, *_, **__: list(x.shape),
+)

@@ -228,10 +228,10 @@ def test_constant_subgraph_needed_as_tensor_is_imported_as_nodes():
 
 
 def test_run_time_value_for_an_attribute_is_refused_with_its_name():
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="/r/Reshape")]
-    m = model(nodes, [value("x", [6]), value("shape", [2], INT64)], [value("y", [2, 3])])
+    nodes = [helper.make_node("Squeeze", ["x", "axes"], ["y"], name="/r/Squeeze")]
+    m = model(nodes, [value("x", [1, 6]), value("axes", [1], INT64)], [value("y", [6])])
     with pytest.raises(
-        mdsl.GraphError, match=r"r/Reshape \(Reshape\).*input 1 \(shape\) must be known"
+        mdsl.GraphError, match=r"r/Squeeze \(Squeeze\).*input 1 \(axes\) must be known"
     ):
         mo.load(m)
 

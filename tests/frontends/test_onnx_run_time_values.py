@@ -259,3 +259,101 @@ def test_if_branches_of_different_shapes_match_onnxruntime(backend):
         feeds = {"c": np.array(c), "x": np.arange(3 * n, dtype=np.float32).reshape(n, 3)}
         (want,) = session.run(None, feeds)
         np.testing.assert_array_equal(run(**feeds)["z"], want)
+
+
+def _pad_reshape_model():
+    """z = Reshape(Pad(x, pads), s) with pads (negative ones crop) and s fed at run time."""
+    nodes = [
+        oh.make_node("Pad", ["x", "pads", "fill"], ["y"], mode="constant"),
+        oh.make_node("Reshape", ["y", "s"], ["z"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "pad_reshape",
+        [
+            oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4]),
+            oh.make_tensor_value_info("pads", onnx.TensorProto.INT64, [4]),
+            oh.make_tensor_value_info("s", onnx.TensorProto.INT64, [2]),
+        ],
+        [oh.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(9.0, np.float32), "fill")],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_run_time_pads_that_crop_and_a_run_time_reshape_match_onnxruntime(backend):
+    import onnxruntime as ort
+
+    model = _pad_reshape_model()
+    g = mdsl.frontends.onnx.load(model)
+    assert {"DynamicCrop", "DynamicReshape"} <= {n.op_type for n in g}
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for pads, shape in [([1, -1, 0, 2], [-1, 5]), ([-1, 0, -1, -2], [2, -1]), ([0] * 4, [0, 4])]:
+        feeds = {"x": x, "pads": np.array(pads), "s": np.array(shape)}
+        (want,) = session.run(None, feeds)
+        np.testing.assert_array_equal(run(**feeds)["z"], want)
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+@pytest.mark.parametrize(
+    ("pads", "shape", "message"),
+    [
+        ([-2, 0, -2, 0], [-1, 4], "makes the dim negative"),
+        ([0] * 4, [5, 5], "cannot reshape"),
+        ([0] * 4, [-3, 4], "negative size"),
+    ],
+)
+def test_run_time_pads_or_shapes_that_do_not_fit_are_execution_errors_naming_the_node(
+    backend, pads, shape, message
+):
+    g = mdsl.frontends.onnx.load(_pad_reshape_model())
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    feeds = {"x": np.ones((3, 4), np.float32), "pads": np.array(pads), "s": np.array(shape)}
+    with pytest.raises(mdsl.ExecutionError, match=message) as e:
+        run(**feeds)
+    assert e.value.node in ("Pad_crop", "DynamicReshape")  # the ONNX nodes have no names
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_a_slice_with_run_time_axes_and_steps_matches_onnxruntime(backend):
+    import onnxruntime as ort
+
+    graph = oh.make_graph(
+        [oh.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+        "slice_axes",
+        [
+            oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 5]),
+            *(oh.make_tensor_value_info(n, onnx.TensorProto.INT64, [1]) for n in ("axes", "steps")),
+        ],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [
+            onnx.numpy_helper.from_array(np.array([4], np.int64), "starts"),
+            onnx.numpy_helper.from_array(np.array([0], np.int64), "ends"),
+        ],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    g = mdsl.frontends.onnx.load(model)
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    for axis, step in [(1, -1), (0, -2), (-1, -3)]:
+        feeds = {"x": x, "axes": np.array([axis]), "steps": np.array([step])}
+        (want,) = session.run(None, feeds)
+        np.testing.assert_array_equal(run(**feeds)["y"], want)
+    with pytest.raises(mdsl.ExecutionError, match="outside rank"):
+        run(x=x, axes=np.array([2]), steps=np.array([1]))

@@ -1,5 +1,6 @@
-"""Cases for ValueDims (sizes read from values) and DynamicSlice (Slice with run-time
-bounds, against numpy slicing)."""
+"""Cases for ValueDims (sizes read from values), DynamicSlice (Slice with run-time
+bounds), DynamicReshape and DynamicCrop (Reshape's shape and Pad's negative pads read at
+run time), against torch."""
 
 from __future__ import annotations
 
@@ -32,4 +33,17 @@ CASES = [
     OpCase("DynamicSlice", lambda x, s, e: ops.dynamic_slice(x, s, e, axes=(1,), steps=(-1,)),
            {"x": rand(2, 6), "s": np.array([4]), "e": np.array([0])},
            lambda x, s, e: x[:, 1:5].flip(1), id="reversed"),
+    OpCase("DynamicReshape", ops.dynamic_reshape,
+           {"x": rand(2, 3, 4), "s": np.array([0, -1, 2])},
+           lambda x, s: x.reshape(2, 6, 2), id="copy-and-infer"),
+    OpCase("DynamicReshape", lambda x, s: ops.dynamic_reshape(x, s, allowzero=True),
+           {"x": rand(0, 3), "s": np.array([0, 0])},
+           lambda x, s: x.reshape(0, 0), id="allowzero"),
+    OpCase("DynamicSliceAxes", ops.dynamic_slice_axes,
+           {"x": rand(3, 5), "s": np.array([4, 1]), "e": np.array([0, 9]),
+            "a": np.array([-1, 0]), "t": np.array([-2, 1])},
+           lambda x, s, e, a, t: x[1:, 1:5].flip(1)[:, ::2], id="run-time-axes-steps"),
+    OpCase("DynamicCrop", ops.dynamic_crop,
+           {"x": rand(4, 5), "c": np.array([1, 0, 2, 3])},
+           lambda x, c: x[1:2, 0:2], id="crop"),
 ]  # fmt: skip

@@ -104,7 +104,10 @@ def c_comment(text: str) -> str:
 
 def python_comment(text: str) -> str:
     """`text` made safe inside a `#` comment: printable ASCII only, on one line."""
-    return "".join(c if 32 <= ord(c) < 127 else "?" for c in str(text))[:200]
+    text = str(text)[:200]
+    if text.isascii() and text.isprintable():  # the usual case, without a loop per character
+        return text
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
 
 
 def md_cell(text: str) -> str:

@@ -29,10 +29,17 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c import softmax_rows
-from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
+from mdsl.targets.c.conv import (
+    conv_index,
+    onednn_conv_body,
+    onednn_pool_body,
+    packed_conv_body,
+    uses_onednn,
+)
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
+from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
 
 INDENT = "    "
 
@@ -101,6 +108,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
             for k in plan.all_kernels()
         ),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
+        uses_onednn_matmul=uses_onednn_matmul(plan),
         buffer_lines=_buffer_lines(plan),
         call_lines=call_lines,
         preamble=render_preamble(plan),
@@ -188,11 +196,11 @@ def _signature(plan: Plan, k, position: dict[str, int]) -> tuple[list[str], list
     return params, args
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)")
 _MUTABLE_STATIC = re.compile(r"\bstatic\s+(?!const\b)")
 # a local the body declares: `const float ld3 =`, `int r7_nan = 0;`, `int64_t b_ld2 =`
 _DECLARED = re.compile(
-    r"\b(?:float|double|int|char|_Float16|[a-z][a-z0-9]*_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
+    r"\b(?:float|double|int|char|_Float16|u?int(?:8|16|32|64)_t)\s*\*?\s*(?:(?:const|restrict)\s+)*"
     r"([A-Za-z_][A-Za-z0-9_]*)\s*(?=[=;\[])"
 )
 
@@ -203,14 +211,16 @@ def _code_key(params: list[str], body: str) -> tuple[str, str] | None:
     layers differ only in the buffers they are passed and in the planner's numbering
     of locals); every other name must be equal. None for a body with mutable static
     state (a oneDNN primitive), which is never shared."""
-    if _MUTABLE_STATIC.search(body):
+    if "static" in body and _MUTABLE_STATIC.search(body):
         return None
     names = {p.split()[-1].lstrip("*"): f"@{i}" for i, p in enumerate(params)}
     for name in _DECLARED.findall(body):
         names.setdefault(name, f"@v{len(names)}")
 
     def rename(text: str) -> str:
-        return _IDENTIFIER.sub(lambda m: names.get(m.group(), m.group()), text)
+        parts = _IDENTIFIER.split(text)  # (other text, identifier) alternating
+        parts[1::2] = [names.get(word, word) for word in parts[1::2]]
+        return "".join(parts)
 
     return ", ".join(rename(p) for p in params), rename(body)
 
@@ -628,6 +638,9 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[in
 
 
 def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
+    if k.onednn:
+        pragma = _parallel(k.m * k.n, trips=k.m) or "/* small: one thread */"
+        return onednn_matmul_body(k, _epilogue_lines, pragma)
     if any(isinstance(v, Dim) for v in (k.m, k.n, k.k, *k.batch_shape)):
         return _symbolic_gemm_body(k)
     real = C_TYPES[k.dtype]
@@ -947,6 +960,8 @@ def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
     """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1)."""
+    if k.layout:
+        return onednn_pool_body(k)
     rank = len(k.in_spatial)
     axes, taps = _POOL_AXES[-rank:], _POOL_TAPS[-rank:]
     windows = list(zip(axes, taps, k.in_spatial, k.kernel, k.strides, k.pads, k.dilations))

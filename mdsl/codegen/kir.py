@@ -216,6 +216,24 @@ class Conv:
     # scratch that hold the blocked source (the blocked destination follows)
     onednn: str = ""
     onednn_src_elems: int = 0
+    onednn_dst_elems: int = 0
+    onednn_w_elems: int = 0  # floats of packed_w, which the generated code checks
+    # the team size its primitive is made for (0: the first call's; oneDNN blocks some
+    # convolutions' weights by it, `onednn.weights_threads`)
+    onednn_threads: int = 0
+    # its epilogue as oneDNN post-ops (`mdsl.codegen.packing.onednn_post_ops`: ("relu",),
+    # ("clip", lo, hi), ("sum",) adding `residual`) and oneDNN's bias
+    post_ops: tuple = ()
+    bias: str = ""
+    residual: str = ""
+    # oneDNN's layouts (its string tags: "acdb" NHWC, "aBcd16b" nChw16c; "" NCHW): those
+    # the primitive chose at plan time for its source and destination, and those the
+    # buffers x, residual and out hold (`mdsl.codegen.blocked`)
+    src_layout: str = ""
+    dst_layout: str = ""
+    x_layout: str = ""
+    residual_layout: str = ""
+    out_layout: str = ""
 
 
 @dataclass(slots=True)
@@ -239,6 +257,9 @@ class Pool:
     pads: tuple[int, ...]  # begins only
     dilations: tuple[int, ...]
     count_include_pad: bool
+    # its input and output left in this oneDNN layout (`mdsl.codegen.blocked`): oneDNN's
+    # pooling computes it; "": NCHW, mdsl's loops
+    layout: str = ""
 
 
 @dataclass(slots=True)

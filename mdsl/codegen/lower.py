@@ -46,6 +46,9 @@ class Context:
         # (numpy array, dtype) -> name of a new constant buffer; None: the target takes
         # only the graph's own constants (weights are then never repacked at plan time)
         self.derived_constant = derived_constant
+        # Conv nodes that keep mdsl's kernels although oneDNN could compute them (the C
+        # target's layout step found no neighbour to keep a layout with, `codegen.blocked`)
+        self.hand_written: frozenset[str] = frozenset()
         self._ids = itertools.count()
 
     @property

@@ -20,7 +20,13 @@ from mdsl.codegen.lower import (
     node_ref,
 )
 from mdsl.codegen.onednn_matmul import with_onednn_matmul
-from mdsl.codegen.packing import with_onednn, with_packed_conv_weights, with_packed_weights
+from mdsl.codegen.packing import (
+    chained_to_conv,
+    onednn_post_ops,
+    with_onednn,
+    with_packed_conv_weights,
+    with_packed_weights,
+)
 from mdsl.codegen.strided_operands import transpose_view
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -230,7 +236,13 @@ def lower_conv(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Co
         _unless_trivial(epilogue, target),
         space,
     )
-    conv = with_onednn(ctx, conv, w)
+    chained = anchor.name not in ctx.hand_written and chained_to_conv(anchor, outputs)
+    fused = onednn_post_ops(anchor, members, outputs)
+    if fused is not None:
+        post_ops, residual = fused
+        buffers = [ctx.buffer_of(t) if t is not None else "" for t in (residual, bias)]
+        fused = (post_ops, *buffers)
+    conv = with_onednn(ctx, conv, w, chained, fused)
     if not conv.onednn:
         conv = with_packed_conv_weights(ctx, conv, w)
     if conv.scratch_elems:

@@ -7,7 +7,7 @@ Two kinds of lowering:
   piece), Tile (a broadcast over the tiled view of the output), DepthToSpace and
   SpaceToDepth (a permuted copy: reshape, transpose, reshape);
 - `kir.Indexed` kernels for targets that render them (C): Gather, GatherElements,
-  ScatterElements, CumSum, TopK, ArgMax/ArgMin, OneHot, Pad in every mode and nearest
+  ScatterElements, CumSum, CumProd, TopK, ArgMax/ArgMin, OneHot, Pad in every mode and nearest
   Resize as an *index map* (per axis, the source index of each output index, -1 for the
   constant), linear and cubic Resize as an *interpolation* (per resized axis, each output
   index's taps: source indices and weights, summed in double as the reference does).
@@ -49,6 +49,7 @@ INDEXED_OPS = (
     "GatherElements",
     "ScatterElements",
     "CumSum",
+    "CumProd",
     "TopK",
     "ArgMax",
     "ArgMin",
@@ -235,13 +236,16 @@ def _scatter_elements(ctx: Context, node: Node) -> kir.Indexed:
 
 
 def _cumsum(ctx: Context, node: Node) -> kir.Indexed:
+    """CumSum, and CumProd as the same scan multiplying (params["product"])."""
     x = node.inputs[0]
     if x.dtype not in ARITHMETIC:
-        raise Unsupported(f"CumSum in {x.dtype}")
+        raise Unsupported(f"{node.op_type} in {x.dtype}")
     shape = _static(x)
     outer, size, inner = _split3(shape, node.attrs["axis"] % len(shape))
     params = {"outer": outer, "size": size, "inner": inner}
     params.update(exclusive=bool(node.attrs["exclusive"]), reverse=bool(node.attrs["reverse"]))
+    if node.op_type == "CumProd":
+        params["product"] = True
     return _indexed(ctx, node, "cumsum", [x], node.outputs, params)
 
 
@@ -374,6 +378,7 @@ _INDEXED = {
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
     "CumSum": _cumsum,
+    "CumProd": _cumsum,
     "TopK": _topk,
     "ArgMax": _arg_reduce,
     "ArgMin": _arg_reduce,

@@ -64,6 +64,8 @@ dnnl_status_t dnnl_memory_desc_create_with_strides(dnnl_memory_desc_t *md, int n
     const int64_t *dims, int data_type, const int64_t *strides);
 dnnl_status_t dnnl_memory_desc_create_with_tag(dnnl_memory_desc_t *md, int ndims,
     const int64_t *dims, int data_type, int tag);
+dnnl_status_t dnnl_memory_desc_create_with_string_tag(dnnl_memory_desc_t *md, int ndims,
+    const int64_t *dims, int data_type, const char *tag);
 dnnl_status_t dnnl_memory_desc_destroy(dnnl_memory_desc_t md);
 size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t md);
 int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs);
@@ -88,6 +90,11 @@ dnnl_status_t dnnl_convolution_forward_primitive_desc_create(dnnl_primitive_desc
     const_dnnl_memory_desc_t weights_desc, const_dnnl_memory_desc_t bias_desc,
     const_dnnl_memory_desc_t dst_desc, const int64_t *strides, const int64_t *dilates,
     const int64_t *padding_l, const int64_t *padding_r, dnnl_primitive_attr_t attr);
+dnnl_status_t dnnl_pooling_forward_primitive_desc_create(dnnl_primitive_desc_t *pd,
+    dnnl_engine_t engine, int prop_kind, int alg_kind, const_dnnl_memory_desc_t src_desc,
+    const_dnnl_memory_desc_t dst_desc, const int64_t *strides, const int64_t *kernel,
+    const int64_t *dilation, const int64_t *padding_l, const int64_t *padding_r,
+    dnnl_primitive_attr_t attr);
 dnnl_status_t dnnl_reorder_primitive_desc_create(dnnl_primitive_desc_t *pd,
     const_dnnl_memory_desc_t src_desc, dnnl_engine_t src_engine,
     const_dnnl_memory_desc_t dst_desc, dnnl_engine_t dst_engine, dnnl_primitive_attr_t attr);
@@ -188,6 +195,8 @@ class ConvProbe:
     impl: str
     src_elems: int
     dst_elems: int
+    src_layout: str = ""  # its source's layout, a key of LAYOUTS ("": another)
+    dst_layout: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,10 +211,26 @@ class ConvShape:
     dilates: tuple[int, ...]
     pad_l: tuple[int, ...]
     pad_r: tuple[int, ...]
+    # oneDNN's bias and post-ops (`kir.Conv.post_ops`): they may change its choice of
+    # kernel and of the weights' blocking, so the plan asks with them
+    bias: bool = False
+    post_ops: tuple = ()
 
 
 # kernels worth the two reorders; `gemm` (im2col) and `ref` ones are not
-FAST_IMPLS = ("brgconv", "jit")
+FAST_IMPLS = ("brgconv", "brdgmm", "jit")
+# the layouts mdsl keeps tensors in between oneDNN kernels, by oneDNN's string tags:
+# channels last (what its fp32 `brgconv` kernels of 3.2 pick), 16 or 8 channels a block
+LAYOUTS = {"acdb": "NHWC", "aBcd16b": "nChw16c", "aBcd8b": "nChw8c"}
+
+
+def channel_block(layout: str) -> int:
+    """Channels per block of `layout` (a key of LAYOUTS), 1 for channels last.
+
+    >>> channel_block("aBcd16b"), channel_block("acdb")
+    (16, 1)
+    """
+    return int(layout[4:-1]) if layout.startswith("aBcd") else 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -223,11 +248,15 @@ def _ffi_lib():
 class _Conv:
     """A convolution's primitive descriptor, made through cffi at plan time."""
 
-    def __init__(self, shape: ConvShape):
+    def __init__(self, shape: ConvShape, threads: int = 0):
         self.ffi, self.lib = _ffi_lib()
         self.engine = self.ffi.new("dnnl_engine_t *")
         self.pd = self.ffi.new("dnnl_primitive_desc_t *")
-        self.ok = self.lib.dnnl_engine_create(self.engine, CPU, 0) == 0 and (
+        with _planning_threads(threads or plan_threads()):
+            self.ok = self._create(shape)
+
+    def _create(self, shape: ConvShape) -> bool:
+        return self.lib.dnnl_engine_create(self.engine, CPU, 0) == 0 and (
             self.lib.dnnl_convolution_forward_primitive_desc_create(
                 self.pd,
                 self.engine[0],
@@ -235,13 +264,31 @@ class _Conv:
                 CONVOLUTION_DIRECT,
                 self.md(shape.x, FORMAT_TAG_ANY),
                 self.md(shape.w, FORMAT_TAG_ANY),
-                self.ffi.NULL,
+                self.md((shape.y[1],)) if shape.bias else self.ffi.NULL,
                 self.md(shape.y, FORMAT_TAG_ANY),
                 *(self.dims(v) for v in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r)),
-                self.ffi.NULL,
+                self.attr(shape.post_ops),
             )
             == 0
         )
+
+    def attr(self, post_ops: tuple):
+        """Primitive attributes holding `post_ops` (NULL: none)."""
+        if not post_ops:
+            return self.ffi.NULL
+        ops, attr = self.ffi.new("dnnl_post_ops_t *"), self.ffi.new("dnnl_primitive_attr_t *")
+        self.lib.dnnl_post_ops_create(ops)
+        for op in post_ops:
+            if op[0] == "sum":
+                self.lib.dnnl_post_ops_append_sum(ops[0], 1.0, 0, F32)
+            else:
+                alg, lo, hi = (
+                    (ELTWISE_RELU, 0.0, 0.0) if op[0] == "relu" else (ELTWISE_CLIP, *op[1:])
+                )
+                self.lib.dnnl_post_ops_append_eltwise(ops[0], alg, lo, hi)
+        self.lib.dnnl_primitive_attr_create(attr)
+        self.lib.dnnl_primitive_attr_set_post_ops(attr[0], ops[0])
+        return attr[0]
 
     def dims(self, values):
         return self.ffi.new("int64_t[12]", list(values))
@@ -270,6 +317,19 @@ class _Conv:
         if self.lib.dnnl_memory_desc_equal(chosen, self.md(dims)):
             return 0
         return -(-self.lib.dnnl_memory_desc_get_size(chosen) // 64) * 16  # whole cache lines
+
+    def layout_of(self, what, dims) -> str:
+        """The tag (a key of LAYOUTS) of the layout of tensor `what`, "" for another."""
+        chosen = self.query(what)
+        for tag in LAYOUTS:
+            md = self.ffi.new("dnnl_memory_desc_t *")
+            name = self.ffi.new("char[]", tag.encode())
+            self.lib.dnnl_memory_desc_create_with_string_tag(
+                md, len(dims), self.dims(dims), F32, name
+            )
+            if self.lib.dnnl_memory_desc_equal(chosen, md[0]):
+                return tag
+        return ""
 
     def impl(self) -> str:
         out = self.ffi.new("char **")
@@ -304,23 +364,69 @@ class _Conv:
 
 
 @functools.lru_cache(maxsize=512)
-def probe_conv(shape: ConvShape) -> ConvProbe | None:
-    """oneDNN's choice for `shape` (forward inference, float32, source, weights and
-    destination `any`), or None when oneDNN is missing or refuses it (`available()` is
-    not asked)."""
+def _probed(shape: ConvShape) -> _Conv | None:
     if _ffi_lib() is None:
         return None
     conv = _Conv(shape)
-    if not conv.ok:
+    return conv if conv.ok else None
+
+
+@functools.lru_cache(maxsize=512)
+def probe_conv(shape: ConvShape) -> ConvProbe | None:
+    """oneDNN's choice for `shape` (forward inference, float32, source, weights and
+    destination `any`), or None when oneDNN is missing or refuses it (`available()` is
+    not asked). oneDNN's choice depends on the team size too: the generated code makes
+    its primitive at `plan_threads()`, as here."""
+    conv = _probed(shape)
+    if conv is None:
         return None
     return ConvProbe(
         conv.impl(),
         conv.extra_floats(QUERY_SRC_MD, shape.x),
         conv.extra_floats(QUERY_DST_MD, shape.y),
+        conv.layout_of(QUERY_SRC_MD, shape.x),
+        conv.layout_of(QUERY_DST_MD, shape.y),
     )
 
 
-def reordered_weights(shape: ConvShape, weights: np.ndarray) -> np.ndarray:
+def weights_threads(shape: ConvShape) -> int:
+    """0 when oneDNN blocks the weights of `shape` alike at one thread and at
+    `plan_threads()` (the generated code makes its primitive at the team size of its
+    first call), else 1: the primitive is then made, and its weights reordered, for one
+    thread (a 1x1 convolution of large K is blocked by team size)."""
+    one, many = _Conv(shape, 1), _probed(shape)
+    if many is None or not one.ok:
+        return 1
+    return (
+        0
+        if one.lib.dnnl_memory_desc_equal(one.query(QUERY_WEIGHTS_MD), many.query(QUERY_WEIGHTS_MD))
+        else 1
+    )
+
+
+def reordered_weights(shape: ConvShape, weights: np.ndarray, threads: int = 0) -> np.ndarray:
     """The OIHW `weights` of the convolution `shape` in the blocked layout its oneDNN
     primitive reads (flat float32), made at plan time."""
-    return _Conv(shape).reordered_weights(shape.w, weights.reshape(shape.w))
+    return _Conv(shape, threads).reordered_weights(shape.w, weights.reshape(shape.w))
+
+
+@functools.lru_cache(maxsize=1)
+def plan_threads() -> int:
+    """The team size oneDNN's primitives are planned for, at plan time and when the
+    generated code makes them: OpenMP's default (`OMP_NUM_THREADS`, else the processors
+    this process may run on). oneDNN picks a convolution's weights blocking from it, and
+    every call of an mdsl library changes the OpenMP setting of its thread."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return int(value) if value.isdigit() and int(value) > 0 else len(os.sched_getaffinity(0))
+
+
+@contextlib.contextmanager
+def _planning_threads(threads: int):
+    """OpenMP's team size of this thread set to `threads` meanwhile."""
+    gomp = ctypes.CDLL("libgomp.so.1")
+    team = gomp.omp_get_max_threads()
+    gomp.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        gomp.omp_set_num_threads(team)

@@ -18,7 +18,7 @@ import numpy as np
 from mdsl.codegen import kir, onednn
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
-from mdsl.ir.graph import CONST, Tensor
+from mdsl.ir.graph import CONST, Node, Tensor
 
 PANEL = 32  # MDSL_PK_NR of the C kernel
 MIN_K = 64
@@ -135,8 +135,10 @@ def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
     (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
     cg, coutg = k.c // k.group, k.cout // k.group
     w = (k.group, coutg, cg, k.kh, k.kw) if k.group > 1 else (k.cout, k.c, k.kh, k.kw)
-    pad_b = (k.oh - 1) * sh + (k.kh - 1) * dh + 1 - k.h - ph
-    pad_r = (k.ow - 1) * sw + (k.kw - 1) * dw + 1 - k.w_in - pw
+    # the padding after the input the output size implies; 0 where the last window ends
+    # inside the input (oneDNN's 1x1 kernels compute wrong results for a negative one)
+    pad_b = max(0, (k.oh - 1) * sh + (k.kh - 1) * dh + 1 - k.h - ph)
+    pad_r = max(0, (k.ow - 1) * sw + (k.kw - 1) * dw + 1 - k.w_in - pw)
     return onednn.ConvShape(
         (k.n, k.c, k.h, k.w_in),
         w,
@@ -145,32 +147,119 @@ def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
         (dh - 1, dw - 1),
         (ph, pw),
         (pad_b, pad_r),
+        bool(k.bias),
+        k.post_ops,
     )
 
 
-def with_onednn(ctx, k: kir.Conv, w: Tensor) -> kir.Conv:
+def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) -> kir.Conv:
     """`k` computed by oneDNN when that is faster than the hand-written kernels: a
-    convolution with more than one tap that is not depthwise, of constant float32
-    weights (reordered here into the primitive's layout, `packed_w`) and static sizes, for which oneDNN has a blocked kernel (`brgconv`, `jit`:
-    not its im2col `gemm` or `ref` ones). 1x1 and depthwise convolutions keep mdsl's
-    kernels: there the two reorders between NCHW and the blocked layout cost more than
-    oneDNN gains (docs/cpu-kernels.md has the measurements)."""
-    if ctx.derived_constant is None or k.kh * k.kw == 1 or isinstance(k.n, Dim):
+    convolution of constant float32 weights (reordered here into the primitive's layout,
+    `packed_w`) and static sizes, for which oneDNN has a blocked kernel (`brgconv`,
+    `brdgmm`, `jit`: not its im2col `gemm` or `ref` ones). A 1x1 or depthwise one only
+    when it is `chained` to another convolution (its activations may then stay blocked,
+    `mdsl.codegen.blocked`): alone, the two reorders between NCHW and the blocked layout
+    cost more than oneDNN gains (docs/cpu-kernels.md has the measurements). `fused`
+    (`onednn_post_ops`: post-ops and the residual's buffer) replaces the epilogue."""
+    if ctx.derived_constant is None or isinstance(k.n, Dim) or not onednn.available():
         return k
-    if not onednn.available():
+    depthwise = k.group > 1 and k.group == k.c == k.cout
+    if (k.kh * k.kw == 1 or depthwise) and not chained:
         return k
-    if k.group > 1 and k.group == k.c == k.cout:
+    if k.kh * k.kw == 1 and k.group > 1:  # ShuffleNet's: slower than mdsl's (measured)
         return k
     value = constant_value(w)
     if value is None or value.dtype != np.float32:
         return k
+    epilogue = k.epilogue
+    if fused is not None:  # oneDNN applies the epilogue itself
+        k.post_ops, k.residual, k.bias = fused
+        k.epilogue = None
     shape = onednn_geometry(k)
     probe = onednn.probe_conv(shape)
     if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
+        k.post_ops, k.residual, k.bias, k.epilogue = (), "", "", epilogue
         return k
-    packed = onednn.reordered_weights(shape, value)
+    k.onednn_threads = onednn.weights_threads(shape)
+    packed = onednn.reordered_weights(shape, value, k.onednn_threads)
     k.packed_w = ctx.derived_constant(packed, DType.float32)
+    k.onednn_w_elems = int(packed.size)
     k.onednn = probe.impl
     k.onednn_src_elems = probe.src_elems
+    k.onednn_dst_elems = probe.dst_elems
+    k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
     k.scratch_elems = probe.src_elems + probe.dst_elems
     return k
+
+
+def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
+    """The fused members of a convolution as oneDNN post-ops: (post-ops, residual tensor
+    or None), or None when they are not all of them ReLU, Clip of constant bounds and at
+    most one Add of a tensor of the result's shape (a sum post-op), each applied to the
+    previous one's result, with only the last result used outside the group.
+
+    oneDNN applies them in order to the accumulator (bias added); the sum post-op adds
+    what the destination held before the convolution, so the residual is copied there
+    first."""
+    value, post, residual = anchor.outputs[0], [], None
+    for node in members:
+        if node.inputs[0] is not value and not (node.op_type == "Add" and value in node.inputs):
+            return None
+        if node.op_type == "Relu":
+            post.append(("relu",))
+        elif node.op_type == "Clip":
+            bounds = [_scalar(t) for t in node.inputs[1:3]] + [None] * (3 - len(node.inputs))
+            if any(b is False for b in bounds):
+                return None
+            lo, hi = (b if b is not None else d for b, d in zip(bounds, (-np.inf, np.inf)))
+            post.append(("clip", float(lo), float(hi)))
+        elif node.op_type == "Add" and residual is None:
+            other = node.inputs[1] if node.inputs[0] is value else node.inputs[0]
+            inside = other.producer in (anchor, *members)
+            if inside or tuple(other.shape) != tuple(value.shape) or other.dtype != DType.float32:
+                return None
+            residual = other
+            post.append(("sum",))
+        else:
+            return None
+        value = node.outputs[0]
+    if list(outputs) != [value]:
+        return None
+    return tuple(post), residual
+
+
+_THROUGH = ("Relu", "Clip", "Add")  # what oneDNN fuses between convolutions
+_LAYOUT_KEEPING = ("MaxPool", "AveragePool", "Concat")  # what keeps its layout (`blocked`)
+
+
+def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
+    """Whether the convolution `anchor` reads another convolution's result (through
+    ReLU, Clip, Add, pooling or Concat) or, unless it is depthwise, only convolutions,
+    poolings and Concats read its group's `outputs` (a depthwise convolution reading a
+    channel shuffle, as ShuffleNet's, measured slower on oneDNN with its reorder)."""
+    graph = anchor.graph
+    if graph is None:
+        return False
+    frontier, seen = [anchor.inputs[0]], 0
+    while frontier and seen < 16:
+        t, seen = frontier.pop(), seen + 1
+        node = t.producer
+        if node is not None and node.op_type == "Conv":
+            return True
+        if node is not None and node.op_type in _THROUGH + _LAYOUT_KEEPING:
+            frontier += [
+                i for i in node.inputs[: 1 if node.op_type == "Clip" else None] if i is not None
+            ]
+    group, channels = anchor.attrs.get("group", 1), anchor.inputs[0].shape[1]
+    if group > 1 and group == channels == anchor.outputs[0].shape[1]:
+        return False
+    readers = [n for t in outputs for n, _ in graph.consumers(t)]
+    return bool(readers) and all(n.op_type in ("Conv", *_LAYOUT_KEEPING) for n in readers)
+
+
+def _scalar(t: Tensor | None):
+    """The value of a constant scalar `t`, None for a missing input, False otherwise."""
+    if t is None:
+        return None
+    value = constant_value(t)
+    return False if value is None or value.size != 1 else float(value.reshape(()))

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mdsl.codegen import kir
+from mdsl.codegen.blocked import keep_blocked
 from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
@@ -262,12 +263,19 @@ def build_plan(
         _check_bound(g, control_flow)
     else:
         _check_static(g)
-    plan = Plan(g)
-    builder = _PlanBuilder(plan, c_bindings, control_flow)
-    builder.ctx.indexed = indexed
-    builder.assign_io_buffers()
-    plan.kernels.extend(builder.lower_graph(g))
-    builder.copy_aliased_outputs()
+    hand_written: frozenset[str] = frozenset()
+    for _ in range(4):  # convolutions oneDNN gains nothing on are planned again without it
+        plan = Plan(g)
+        builder = _PlanBuilder(plan, c_bindings, control_flow)
+        builder.ctx.indexed = indexed
+        builder.ctx.hand_written = hand_written
+        builder.assign_io_buffers()
+        plan.kernels.extend(builder.lower_graph(g))
+        builder.copy_aliased_outputs()
+        lonely = keep_blocked(plan, lambda k: kernel_buffers(k)[0]) if c_bindings else []
+        if not lonely:
+            break
+        hand_written |= frozenset(lonely)
     _name_symbol_slots(plan)
     plan.lifetimes, steps = buffer_lifetimes(plan.kernels)
     plan.lifetimes = {b: life for b, life in plan.lifetimes.items() if b in plan.buffers}
@@ -700,6 +708,8 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         reads = {k.a.buffer, k.b.buffer} if isinstance(k, kir.Gemm) else {k.x, k.w}
         packed = (k.packed_b,) if isinstance(k, kir.Gemm) else (k.packed_w, k.offsets)
         reads |= {b for b in packed if b}
+        if isinstance(k, kir.Conv):
+            reads |= {b for b in (k.bias, k.residual) if b}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv) and k.scratch:
             writes.add(k.scratch)

@@ -24,6 +24,7 @@ from mdsl.ir.dtype import DType
 from mdsl.ir.errors import GraphError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.naming import Namespace
+from mdsl.ir.rewrite import all_graphs, clone_graph
 from mdsl.ops.control_flow import control_flow, subgraph_params, subgraph_results
 from mdsl.ops.runtime_sizes import value_symbols
 
@@ -105,7 +106,7 @@ def to_model_proto(g: Graph, *, opset: int = DEFAULT_OPSET):
     newest = onnx.defs.onnx_opset_version()
     if not isinstance(opset, int) or not 9 <= opset <= newest:
         raise GraphError(f"opset must be an int from 9 to {newest}, got {opset!r}")
-    exporter = _Exporter(g, opset)
+    exporter = _Exporter(_without_attention(g), opset)
     graph = exporter.run()
     opsets = [onnx.helper.make_opsetid("", opset)]
     if exporter.uses_mdsl_domain:
@@ -113,6 +114,16 @@ def to_model_proto(g: Graph, *, opset: int = DEFAULT_OPSET):
     model = onnx.helper.make_model(graph, opset_imports=opsets, producer_name="mdsl")
     model.ir_version = onnx.helper.find_min_ir_version_for(opsets, ignore_unknown=True)
     return model
+
+
+def _without_attention(g: Graph) -> Graph:
+    """`g` with its Attention nodes as the MatMul/Softmax graph `lower_attention` makes
+    (any opset, every ONNX runtime runs it), on a copy; `g` itself when it has none."""
+    if not any(n.op_type == "Attention" for sub in all_graphs(g) for n in sub):
+        return g
+    from mdsl.passes.lower_attention import lower_attention
+
+    return lower_attention(clone_graph(g)).graph
 
 
 class _Exporter:

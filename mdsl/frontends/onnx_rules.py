@@ -847,4 +847,8 @@ def supported_op_types() -> set[str]:
     return set(MAPPINGS) | set(RULES) | {"Constant"}
 
 
-from mdsl.frontends import onnx_recurrent, onnx_sequences  # noqa: E402, F401  (register rules)
+from mdsl.frontends import (  # noqa: E402, F401  (register rules)
+    onnx_attention,
+    onnx_recurrent,
+    onnx_sequences,
+)

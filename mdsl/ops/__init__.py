@@ -22,6 +22,7 @@ from mdsl.ops.activation import (
     silu,
     softplus,
 )
+from mdsl.ops.attention import attention
 from mdsl.ops.bitwise import bit_shift, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from mdsl.ops.concatenation import concat, split
 from mdsl.ops.contraction import einsum

@@ -249,6 +249,47 @@ def atanh(x: Operand, *, name: str | None = None, device: str | None = None) -> 
         y: tensor of bfloat16, float16, float32, float64
     """
 
+def attention(q: Operand, k: Operand, v: Operand, attn_mask: Operand | None = None, past_key: Operand | None = None, past_value: Operand | None = None, nonpad_kv_seqlen: Operand | None = None, *, is_causal: bool = False, q_num_heads: int = 0, kv_num_heads: int = 0, scale: float = 0.0, softcap: float = 0.0, softmax_precision: DType | str | None = None, qk_matmul_output_mode: Literal[0, 1, 2, 3] = 0, left_window_size: int = -1, right_window_size: int = -1, name: str | None = None, device: str | None = None) -> tuple[Tensor, ...]:
+    """softmax(Q Kᵀ * scale + bias) V (ONNX Attention; the module doc has the details).
+    Returns (y, present_key, present_value, qk).
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     q, k = g.input("q", (1, 2, 3, 4)), g.input("k", (1, 2, 5, 4))
+    ...     y, *_ = mdsl.ops.attention(q, k, g.input("v", (1, 2, 5, 6)), is_causal=True)
+    ...     g.output(y, "y")
+    >>> y.shape
+    (1, 2, 3, 6)
+
+    Records one `Attention` node (opaque).
+
+    Inputs:
+        q: tensor of bfloat16, float16, float32, float64
+        k: tensor of bfloat16, float16, float32, float64
+        v: tensor of bfloat16, float16, float32, float64
+        attn_mask: tensor, optional of bfloat16, bool, float16, float32, float64
+        past_key: tensor, optional of bfloat16, float16, float32, float64
+        past_value: tensor, optional of bfloat16, float16, float32, float64
+        nonpad_kv_seqlen: tensor, optional of int64
+
+    Attrs (keyword-only):
+        is_causal: bool, default False
+        q_num_heads: int, default 0: heads of 3-D Q's hidden axis
+        kv_num_heads: int, default 0: heads of 3-D K's and V's hidden axes
+        scale: float, default 0.0: scale of Q Kᵀ; 0: 1 / sqrt(head size)
+        softcap: float, default 0.0: softcap * tanh(scores / softcap); 0: none
+        softmax_precision: dtype, default None: dtype of the softmax; None: Q's
+        qk_matmul_output_mode: int (one of 0, 1, 2, 3), default 0
+        left_window_size: int, default -1: keys before the query; -1: all
+        right_window_size: int, default -1: keys after the query; -1: all
+
+    Outputs:
+        y: tensor of bfloat16, float16, float32, float64
+        present_key: tensor of bfloat16, float16, float32, float64
+        present_value: tensor of bfloat16, float16, float32, float64
+        qk: tensor of bfloat16, float16, float32, float64
+    """
+
 def average_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode: bool = False, count_include_pad: bool = False, *, auto_pad: str = 'NOTSET', name: str | None = None, device: str | None = None) -> Tensor:
     """Average pooling over the spatial axes of x (N, C, D1, ...) (ONNX AveragePool).
     Arguments as in `max_pool`; `count_include_pad` divides by the window size including

@@ -1,7 +1,7 @@
-/* Trilu, EyeLike and ReverseSequence as compiled loops: the "c" bindings of
+/* Trilu, EyeLike, ReverseSequence and BitCast as compiled loops: the "c" bindings of
  * mdsl.ops.linalg (Trilu: attrs upper, k), mdsl.ops.creation (EyeLike: attrs dtype,
- * unused, and k) and mdsl.ops.movement (ReverseSequence: attrs batch_axis, time_axis),
- * called through the custom C op convention. Elements are copied by bytes, so every
+ * unused, and k) and mdsl.ops.movement (ReverseSequence: attrs batch_axis, time_axis;
+ * BitCast: the bytes as they are), called through the custom C op convention. Elements are copied by bytes, so every
  * dtype takes the same loop; a sequence length outside [0, steps] returns 1 (an
  * ExecutionError naming the node).
  */
@@ -92,5 +92,15 @@ int masks_reverse_sequence(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor 
                    src + (b * b_stride + from * t_stride) * bytes, (size_t)(inner * bytes));
         }
     }
+    return 0;
+}
+
+/* BitCast: both dtypes are as wide (the prototype checks), so the bytes are copied. */
+int masks_bit_cast(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs,
+                   int n_outputs, const double *attrs, int n_attrs) {
+    (void)attrs; (void)n_attrs;
+    if (n_inputs != 1 || n_outputs != 1 || outputs[0].size != inputs[0].size) return 2;
+    const int64_t bytes = inputs[0].size * masks_element_bytes(inputs[0].dtype);
+    if (bytes > 0) memcpy(outputs[0].data, inputs[0].data, (size_t)bytes);
     return 0;
 }

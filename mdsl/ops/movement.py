@@ -489,3 +489,4 @@ MASKS_C_SOURCE = (Path(__file__).with_name("masks.c")).read_text()
 register_op_impl(
     "ReverseSequence", backend="c", source=MASKS_C_SOURCE, symbol="masks_reverse_sequence"
 )
+register_op_impl("BitCast", backend="c", source=MASKS_C_SOURCE, symbol="masks_bit_cast")

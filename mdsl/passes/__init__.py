@@ -24,6 +24,7 @@ from mdsl.passes import (
     fold,
     fold_bn,
     group_norm,
+    lower_attention,
     lower_einsum,
     simplify,
 )

@@ -22,6 +22,7 @@ def _graph():
         g.output(ops.gather_elements(table, pos, axis=0), "picked")
         g.output(ops.scatter_elements(table, pos, g.input("u", (2, 3)), axis=0), "written")
         g.output(ops.cumsum(table, 1), "scan")
+        g.output(ops.cumprod(table, 0, exclusive=True, reverse=True), "products")
         g.output(ops.topk(table, 2, axis=0)[1], "top")
         g.output(ops.argmax(table, axis=1), "best")
         g.output(ops.pad(table, [1, 1, 1, 1], mode="reflect"), "padded")

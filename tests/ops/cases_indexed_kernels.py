@@ -112,6 +112,20 @@ CASES = [
         lambda x: torch.cumsum(x.double(), 0).float(),
         id="kernel-axis0-parallel",
     ),
+    OpCase(
+        "CumProd",
+        lambda x: ops.cumprod(x, 1, reverse=True),
+        {"x": rand(3, 20, 4, dtype="int32", lo=-3, hi=3)},
+        numpy_ref=lambda x: np.flip(np.cumprod(np.flip(x, 1), 1), 1).astype(np.int32),
+        id="kernel-reverse-int32-wraps",
+    ),
+    OpCase(
+        "CumProd",
+        lambda x: ops.cumprod(x, 0, exclusive=True),
+        {"x": rand(6, 5, lo=0.5, hi=1.5)},
+        lambda x: torch.cat([torch.ones_like(x[:1]), torch.cumprod(x.double(), 0)[:-1]]).float(),
+        id="kernel-exclusive-axis0",
+    ),
     # -- TopK / ArgMax / ArgMin ----------------------------------------------------------------
     OpCase(
         "TopK",

@@ -121,16 +121,16 @@ def _case_outputs(outputs: dict, i: int) -> dict:
 # the interpreter is then nearly by construction, so the list is pinned: an op dropping
 # out of generated code fails here. The last group has generated forms for most cases
 # (float32 2-D convolution, 1-D and 2-D pools, Gemm without an unusual C, ReduceProd of floats;
-# CumSum, TopK, ArgMax/ArgMin and reducing ScatterElements in float32/64 and int32/64;
-# Resize over static dims).
+# CumSum, CumProd, TopK, ArgMax/ArgMin and reducing ScatterElements in float32/64 and
+# int32/64; Resize over static dims).
 # If, Case and While are generated (`kir.Branch`, `kir.Loop`): never callbacks.
 CALLBACK_OPS = {
     *("Einsum", "GroupNormalization"),  # Einsum: integer contractions (floats are lowered)
     *("TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
-    *("ArgMax", "ArgMin", "CumSum", "ScatterElements", "TopK", "Resize"),
+    *("ArgMax", "ArgMin", "CumSum", "CumProd", "ScatterElements", "TopK", "Resize"),
     # added for ONNX conformance (issue 17), no generated form yet
-    *("BitCast", "Compress", "CumProd"),
+    *("Compress",),
     *("Unique",),
 }
 

@@ -5,6 +5,7 @@ where oneDNN is installed; without it the C target keeps its own kernels."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +20,9 @@ RNG = np.random.default_rng(1617)
 needs_onednn = pytest.mark.skipif(
     onednn.library_path() is None, reason="oneDNN (onednn-cpu-gomp) is not installed"
 )
+
+
+KEPT = r"(NHWC|nChw\d+c)"  # the layouts oneDNN's kernels keep tensors in between them
 
 
 def _rand(*shape):
@@ -88,19 +92,51 @@ def test_conv_by_onednn_with_bias_relu_and_residual_equals_torch(case, threads):
 
 
 @needs_onednn
-def test_1x1_depthwise_and_im2col_convs_keep_the_hand_written_kernels():
+def test_lone_1x1_depthwise_and_im2col_convs_keep_the_hand_written_kernels():
     x = _rand(1, 12, 10, 10)
     with mdsl.Graph("kept") as g:
         xi = g.input("x", x.shape)
-        h = ops.conv2d(xi, g.const("w1", _rand(12, 12, 1, 1)))
-        h = ops.conv2d(h, g.const("w2", _rand(12, 1, 3, 3)), pads=1, group=12)
+        a = ops.conv2d(xi, g.const("w1", _rand(12, 12, 1, 1)))
+        b = ops.conv2d(xi, g.const("w2", _rand(12, 1, 3, 3)), pads=1, group=12)
         # 3 channels per group: oneDNN would run its im2col `gemm` kernel
-        g.output(ops.conv2d(h, g.const("w3", _rand(12, 3, 3, 3)), pads=1, group=4), "y")
+        c = ops.conv2d(xi, g.const("w3", _rand(12, 3, 3, 3)), pads=1, group=4)
+        g.output(a + b + c, "y")
     exe = mdsl.compile(g, "c")
     assert "mdsl_dnnl" not in _source(exe)
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )
+
+
+def _inverted_residual(c, e, size):
+    """MobileNetV2's block: 1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project, Add."""
+    w = (_rand(e, c, 1, 1) * 0.3, _rand(e), _rand(e, 1, 3, 3) * 0.3, _rand(e))
+    w += (_rand(c, e, 1, 1) * 0.3, _rand(c))
+    with mdsl.Graph("mbv2") as g:
+        xi = g.input("x", (1, c, size, size))
+        h = ops.clip(ops.conv2d(xi, g.const("we", w[0]), g.const("be", w[1])), 0.0, 6.0)
+        h = ops.conv2d(h, g.const("wd", w[2]), g.const("bd", w[3]), pads=1, group=e)
+        h = ops.conv2d(ops.clip(h, 0.0, 6.0), g.const("wp", w[4]), g.const("bp", w[5]))
+        g.output(h + xi, "y")
+    return g, w
+
+
+@needs_onednn
+def test_a_mobilenet_block_runs_blocked_on_onednn_and_equals_torch():
+    g, w = _inverted_residual(16, 96, 12)
+    exe = mdsl.compile(g, "c", threads=2)
+    src = _source(exe)
+    assert src.count("oneDNN brgconv_1x1") == 2 and src.count("oneDNN brdgmm_dw") == 1
+    assert len(re.findall(rf"x {KEPT}", src)) == 2 and len(re.findall(rf"-> {KEPT};", src)) == 2
+    assert src.count("bias, clip fused") == 2 and "bias, sum fused" in src
+    x = _rand(1, 16, 12, 12)
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    h = F.conv2d(t(x), t(w[0]), t(w[1])).clamp(0, 6)
+    h = F.conv2d(h, t(w[2]), t(w[3]), padding=1, groups=96).clamp(0, 6)
+    expect = (F.conv2d(h, t(w[4]), t(w[5])) + t(x)).numpy()
+    for _ in range(3):
+        np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)
 
 
 @needs_onednn
@@ -130,6 +166,122 @@ def test_without_onednn_plans_use_the_hand_written_kernels():
     assert "mdsl_dnnl" not in _source(exe)
     assert "mdsl_pc_panel(rows" in _source(exe)
     np.testing.assert_allclose(y, mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+def _basic_blocks(c, size, blocks=2):
+    """ResNet basic blocks (3x3 conv, bias, ReLU, 3x3 conv, bias, residual Add, ReLU)."""
+    weights = [(_rand(c, c, 3, 3) * 0.2, _rand(c)) for _ in range(2 * blocks)]
+    with mdsl.Graph("blocks") as g:
+        y = g.input("x", (2, c, size, size))
+        for i in range(blocks):
+            (w1, b1), (w2, b2) = weights[2 * i : 2 * i + 2]
+            h = ops.relu(ops.conv2d(y, g.const(f"w{i}a", w1), g.const(f"b{i}a", b1), pads=1))
+            y = ops.relu(ops.conv2d(h, g.const(f"w{i}b", w2), g.const(f"b{i}b", b2), pads=1) + y)
+        g.output(y, "y")
+    return g, weights
+
+
+def _torch_blocks(x, weights):
+    y = torch.from_numpy(x)
+    for i in range(0, len(weights), 2):
+        (w1, b1), (w2, b2) = weights[i : i + 2]
+        h = F.relu(F.conv2d(y, torch.from_numpy(w1), torch.from_numpy(b1), padding=1))
+        y = F.relu(F.conv2d(h, torch.from_numpy(w2), torch.from_numpy(b2), padding=1) + y)
+    return y.numpy()
+
+
+@needs_onednn
+@pytest.mark.parametrize("c", [16, 24])  # 24: channels padded to the block
+def test_resnet_blocks_stay_blocked_between_convolutions_and_equal_torch(c):
+    g, weights = _basic_blocks(c, 10)
+    exe = mdsl.compile(g, "c", threads=2)
+    src = _source(exe)
+    # the first convolution reads the NCHW input, the last writes the NCHW output; every
+    # tensor between them (both residuals after the first) stays blocked
+    assert src.count("oneDNN brgconv") == 4
+    assert len(re.findall(rf"-> {KEPT};", src)) == 3 and src.count("-> NCHW;") == 1
+    assert len(re.findall(rf"x {KEPT}", src)) == 3
+    assert len(re.findall(rf"residual {KEPT}", src)) == 1
+    assert src.count("bias, sum, relu fused") == 2 and "for (int64_t nco" not in src
+    x = _rand(2, c, 10, 10)
+    expect = _torch_blocks(x, weights)
+    for _ in range(3):
+        np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)
+    with onednn.disabled():
+        hand = mdsl.compile(g, "c")
+        np.testing.assert_allclose(hand(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+    assert "mdsl_dnnl" not in _source(hand)
+
+
+@needs_onednn
+def test_a_tensor_read_by_another_kernel_stays_nchw_and_a_clip_is_a_post_op():
+    c = 16
+    w1, w2 = _rand(c, c, 3, 3) * 0.2, _rand(c, c, 3, 3) * 0.2
+    with mdsl.Graph("mixed") as g:
+        xi = g.input("x", (1, c, 8, 8))
+        h = ops.clip(ops.conv2d(xi, g.const("w1", w1), pads=1), 0.0, 6.0)
+        g.output(ops.conv2d(h, g.const("w2", w2), pads=1), "y")
+        g.output(ops.max_pool(h, (2, 2), strides=(2, 2)), "p")  # h is read by a pool too
+    exe = mdsl.compile(g, "c")
+    src = _source(exe)
+    assert "x NCHW -> NCHW; clip fused" in src and not re.search(rf"x {KEPT}", src)
+    x = _rand(1, c, 8, 8)
+    got, expect = exe(x=x), mdsl.interpret(g, {"x": x})
+    for name in ("y", "p"):
+        np.testing.assert_allclose(got[name], expect[name], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_a_pool_and_concat_chain_stays_in_onednn_layouts_and_equals_torch():
+    """conv -> max pool (ceil mode) -> two branches -> channel Concat -> conv -> average
+    pool -> conv: every tensor between the input and the output stays in oneDNN's layout."""
+    w = [_rand(32, 8, 3, 3) * 0.3, _rand(16, 32, 1, 1) * 0.3, _rand(16, 32, 3, 3) * 0.2]
+    w += [_rand(24, 32, 3, 3) * 0.2, _rand(8, 24, 1, 1) * 0.3]
+    b = [_rand(x.shape[0]) for x in w]
+    with mdsl.Graph("inception") as g:
+        xi = g.input("x", (2, 8, 15, 15))
+        c = lambda h, i, **kw: ops.relu(  # noqa: E731
+            ops.conv2d(h, g.const(f"w{i}", w[i]), g.const(f"b{i}", b[i]), **kw)
+        )
+        h = ops.max_pool(c(xi, 0, pads=1), 3, strides=2, ceil_mode=True)
+        h = ops.concat([c(h, 1), c(h, 2, pads=1)], axis=1)
+        h = ops.average_pool(c(h, 3, pads=1), 3, strides=2, pads=1)  # padding not counted
+        g.output(c(h, 4), "y")
+    exe = mdsl.compile(g, "c", threads=2)
+    src = _source(exe)
+    assert re.search(rf"oneDNN max pooling: {KEPT} -> {KEPT}", src)
+    assert re.search(rf"oneDNN avg pooling: {KEPT} -> {KEPT}", src)
+    assert len(re.findall(rf"x {KEPT}", src)) == 4 and src.count("x NCHW") == 1
+    x = _rand(2, 8, 15, 15)
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    tc = lambda h, i, p=0: F.relu(F.conv2d(h, t(w[i]), t(b[i]), padding=p))  # noqa: E731
+    h = F.max_pool2d(tc(t(x), 0, 1), 3, 2, ceil_mode=True)
+    h = torch.cat([tc(h, 1), tc(h, 2, 1)], 1)
+    h = F.avg_pool2d(tc(h, 3, 1), 3, 2, 1, count_include_pad=False)
+    expect = tc(h, 4).numpy()
+    for _ in range(3):
+        np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_weights_are_reordered_into_the_layout_of_the_primitive_the_call_makes(threads):
+    """oneDNN blocks a 1x1 convolution's weights by the team size the primitive is made
+    at (this one differently at 1 and 2 threads): a layout chosen at plan time, in a
+    process of another team size, gave wrong results."""
+    w1, w2 = _rand(512, 1024, 1, 1) * 0.05, _rand(64, 512, 3, 3) * 0.05
+    with mdsl.Graph("team") as g:
+        xi = g.input("x", (1, 1024, 14, 14))
+        h = ops.conv2d(ops.conv2d(xi, g.const("w1", w1)), g.const("w2", w2), pads=1)
+        g.output(h, "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert "oneDNN brgconv_1x1" in _source(exe)
+    x = _rand(1, 1024, 14, 14)
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    expect = F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
+    np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
 
 
 @needs_onednn

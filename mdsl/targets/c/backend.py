@@ -14,6 +14,7 @@ import cffi
 import numpy as np
 
 from mdsl.codegen import onednn
+from mdsl.codegen.half_gemm import half_matmuls_in_float32
 from mdsl.codegen.plan import Plan, build_plan
 from mdsl.codegen.specialize import specialize
 from mdsl.codegen.toolchain import Toolchain, build_library, default_toolchain
@@ -92,6 +93,7 @@ def build_variant(
 def plan_variant(graph: Graph, symbols: dict[str, int]) -> Plan:
     """The plan of the C variant of `graph` for `symbols` (see `build_variant`)."""
     static = specialize(graph, symbols) if symbols else graph
+    static = half_matmuls_in_float32(static)
     return build_plan(static, c_bindings=True, control_flow=True, symbolic=True, indexed=True)
 
 

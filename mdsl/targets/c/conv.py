@@ -12,6 +12,7 @@ AVX-512 Xeon, 3x3 stride 1): 64ch 56x56 0.48x, 128ch 28x28 0.77x, 256ch 14x14 0.
 from __future__ import annotations
 
 from mdsl.codegen import kir, onednn
+from mdsl.codegen.blocked import pool_pad_end
 from mdsl.codegen.dims import render_dim
 from mdsl.codegen.packing import CONV_PANEL, CONV_STRIP, conv_source_grid, onednn_geometry
 from mdsl.ir.dtype import DType
@@ -114,8 +115,12 @@ def _store_lines(k: kir.Conv, epilogue_lines) -> list[str]:
 
 
 def uses_onednn(plan) -> bool:
-    """Whether a convolution or GEMM of `plan` is computed by oneDNN (the library links it)."""
-    return any(isinstance(k, (kir.Conv, kir.Gemm)) and k.onednn for k in plan.all_kernels())
+    """Whether a convolution, GEMM or pooling of `plan` is computed by oneDNN (the
+    library links it)."""
+    return any(
+        (isinstance(k, (kir.Conv, kir.Gemm)) and k.onednn) or (isinstance(k, kir.Pool) and k.layout)
+        for k in plan.all_kernels()
+    )
 
 
 def onednn_link_args(plan) -> tuple[str, ...]:
@@ -126,30 +131,58 @@ def onednn_link_args(plan) -> tuple[str, ...]:
     return (str(path), f"-Wl,-rpath,{path.parent}")
 
 
-def onednn_state(k: kir.Conv) -> str:
-    """The static state (primitive, weights in its layout) of the oneDNN kernel `k`."""
-    return f"mdsl_dnnl_{k.name}"
+_POST_OPS = {"relu": "MDSL_DNNL_RELU", "clip": "MDSL_DNNL_CLIP", "sum": "MDSL_DNNL_SUM"}
+
+
+def _post_op(op: tuple) -> str:
+    lo, hi = op[1:] if op[0] == "clip" else (0.0, 0.0)
+    return f"{{{_POST_OPS[op[0]]}, {_c_float(lo)}, {_c_float(hi)}}}"
+
+
+def _c_float(v: float) -> str:
+    return "INFINITY" if v == float("inf") else "-INFINITY" if v == float("-inf") else f"{v!r}f"
+
+
+def _layout(tag: str) -> str:
+    return onednn.LAYOUTS[tag] if tag else "NCHW"
+
+
+def _c_tag(tag: str) -> str:
+    return f'"{tag}"' if tag else "0"
+
+
+def _ints(values) -> str:
+    return ", ".join(str(int(v)) for v in values)
 
 
 def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
-    """The kernel body of `k` computed by oneDNN (`csrc/templates/c/onednn_conv.h.j2`),
-    its epilogue applied to the NCHW result in place."""
+    """The kernel body of `k` computed by oneDNN (`csrc/templates/c/onednn_conv.h.j2`);
+    an epilogue oneDNN's post-ops do not express is applied to the NCHW result in place."""
     shape = onednn_geometry(k)
     geometry = [
         v for pair in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r) for v in pair
     ]
-    ints = lambda v: ", ".join(str(int(x)) for x in v)  # noqa: E731
+    post = [_post_op(op) for op in k.post_ops] or ["{0, 0.0f, 0.0f}"]
+    fused = ", ".join((["bias"] if k.bias else []) + [op[0] for op in k.post_ops])
+    residual = f", residual {_layout(k.residual_layout)}" if k.residual else ""
     lines = [
-        f"/* oneDNN {k.onednn}: NCHW -> blocked -> NCHW; weights reordered at plan time */",
-        f"static mdsl_dnnl_conv {onednn_state(k)};",
-        f"static const int64_t x_dims[4] = {{{ints(shape.x)}}}, y_dims[4] = {{{ints(shape.y)}}};",
-        f"static const int64_t w_dims[{len(shape.w)}] = {{{ints(shape.w)}}};",
-        f"static const int64_t geometry[8] = {{{ints(geometry)}}};  /* strides, dilates - 1, pads */",
-        f"if (!mdsl_dnnl_conv_ready(&{onednn_state(k)}, x_dims, w_dims, {len(shape.w)}, y_dims, "
-        "geometry))",
+        f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{residual} -> {_layout(k.out_layout)}"
+        + (f"; {fused} fused" if fused else "")
+        + "; weights reordered at plan time */",
+        "static mdsl_dnnl_conv state;",
+        f"static const int64_t x_dims[4] = {{{_ints(shape.x)}}}, y_dims[4] = {{{_ints(shape.y)}}};",
+        f"static const int64_t w_dims[{len(shape.w)}] = {{{_ints(shape.w)}}};",
+        f"static const int64_t geometry[8] = {{{_ints(geometry)}}};  /* strides, dilates - 1, pads */",
+        f"static const mdsl_dnnl_post_op post[{len(post)}] = {{{', '.join(post)}}};",
+        "static const mdsl_dnnl_conv_spec spec = {",
+        f"{INDENT}x_dims, w_dims, y_dims, {len(shape.w)}, geometry, {int(bool(k.bias))}, "
+        f"{len(k.post_ops)}, post,",
+        f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
+        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, {k.onednn_w_elems}, {k.onednn_threads}}};",
+        "if (!mdsl_dnnl_conv_ready(&state, &spec))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_conv_run(&{onednn_state(k)}, {k.x}, {k.packed_w}, {k.out}, "
-        f"{k.scratch or '0'}, {k.onednn_src_elems}))",
+        f"if (mdsl_dnnl_conv_run(&state, {k.x}, {k.packed_w}, {k.bias or '0'}, "
+        f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}))",
         f"{INDENT}return 1;",
     ]
     if k.epilogue is not None:
@@ -167,4 +200,27 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
             f"{INDENT}}}",
             "}",
         ]
+    return "\n".join(INDENT + x for x in lines)
+
+
+POOL_MAX, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x3FF  # dnnl_pooling_max, dnnl_pooling_avg_exclude_padding
+
+
+def onednn_pool_body(k: kir.Pool) -> str:
+    """The kernel body of the 2-D pooling `k` of a blocked tensor, by oneDNN's pooling
+    primitive (blocked in and out)."""
+    pad_r = pool_pad_end(k) or ()
+    window = [*k.strides, *k.kernel, *(d - 1 for d in k.dilations), *k.pads, *pad_r]
+    alg = POOL_MAX if k.kind == "max" else POOL_AVG_EXCLUDE_PAD
+    lines = [
+        f"/* oneDNN {k.kind} pooling: {_layout(k.layout)} -> {_layout(k.layout)} */",
+        "static mdsl_dnnl_pool state;",
+        f"static const int64_t x_dims[4] = {{{_ints((k.n, k.c, *k.in_spatial))}}};",
+        f"static const int64_t y_dims[4] = {{{_ints((k.n, k.c, *k.out_spatial))}}};",
+        f"static const int64_t window[10] = {{{_ints(window)}}};  "
+        "/* strides, kernel, dilates - 1, pads */",
+        f"static const mdsl_dnnl_pool_spec spec = {{x_dims, y_dims, window, {alg:#x}, "
+        f"{_c_tag(k.layout)}}};",
+        f"return mdsl_dnnl_pool_run(&state, &spec, {k.x}, {k.out});",
+    ]
     return "\n".join(INDENT + x for x in lines)

@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass
 
 from mdsl.codegen import kir, onednn
+from mdsl.codegen.half_gemm import half_matmuls_in_float32
 from mdsl.codegen.plan import build_plan
 from mdsl.codegen.readme import arena_text, buffer_and_kernel_tables, constant_files, md_cell
 from mdsl.codegen.toolchain import DEFAULT_FLAGS, blas_paths, native_flags
@@ -21,7 +22,7 @@ from mdsl.targets.c.render import render_c
 
 def emit_files(graph: Graph) -> dict[str, str | bytes]:
     """The "c" target's files for a static-shape, optimized graph."""
-    plan = build_plan(graph, c_bindings=True, indexed=True)
+    plan = build_plan(half_matmuls_in_float32(graph), c_bindings=True, indexed=True)
     stem = file_stem(graph.name)
     files: dict[str, str | bytes] = {f"{stem}.c": render_c(plan)}
     command = _compile_command(plan, stem)

@@ -150,14 +150,15 @@ def _cumsum(k: kir.Indexed, types: list[str]) -> list[str]:
     size = p["size"]
     j = f"({size - 1} - j)" if p["reverse"] else "j"
     read = f"({acc_t}){x}[at]"
+    step, start = ("*=", 1) if p.get("product") else ("+=", 0)  # CumProd, CumSum
     if p["exclusive"]:
-        update = [f"{y}[at] = ({types[1]})acc;", f"acc += {read};"]
+        update = [f"{y}[at] = ({types[1]})acc;", f"acc {step} {read};"]
     else:
-        update = [f"acc += {read};", f"{y}[at] = ({types[1]})acc;"]
+        update = [f"acc {step} {read};", f"{y}[at] = ({types[1]})acc;"]
     inner = [f"const int64_t at = base + {j} * step;", *update]
     return [
         *_rows(p),
-        f"{INDENT}{acc_t} acc = 0;",
+        f"{INDENT}{acc_t} acc = {start};",
         f"{INDENT}for (int64_t j = 0; j < {size}; j++) {{",
         *_indented(inner, 2),
         f"{INDENT}}}",

@@ -29,7 +29,13 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
 from mdsl.targets.c import softmax_rows
-from mdsl.targets.c.conv import conv_index, onednn_conv_body, packed_conv_body, uses_onednn
+from mdsl.targets.c.conv import (
+    conv_index,
+    onednn_conv_body,
+    onednn_pool_body,
+    packed_conv_body,
+    uses_onednn,
+)
 from mdsl.targets.c.custom import render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
@@ -954,6 +960,8 @@ def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
     """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1)."""
+    if k.layout:
+        return onednn_pool_body(k)
     rank = len(k.in_spatial)
     axes, taps = _POOL_AXES[-rank:], _POOL_TAPS[-rank:]
     windows = list(zip(axes, taps, k.in_spatial, k.kernel, k.strides, k.pads, k.dilations))

@@ -174,6 +174,7 @@ class Gemm:
     # the floats of `packed_b` (B in the primitive's blocked layout)
     onednn: str = ""
     onednn_b_elems: int = 0
+    onednn_b_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
 
 
 @dataclass(slots=True)
@@ -217,7 +218,8 @@ class Conv:
     onednn: str = ""
     onednn_src_elems: int = 0
     onednn_dst_elems: int = 0
-    onednn_w_elems: int = 0  # floats of packed_w, which the generated code checks
+    onednn_w_elems: int = 0  # floats of packed_w
+    onednn_w_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
     # the team size its primitive is made for (0: the first call's; oneDNN blocks some
     # convolutions' weights by it, `onednn.weights_threads`)
     onednn_threads: int = 0

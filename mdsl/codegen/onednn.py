@@ -20,6 +20,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,10 @@ BINARY_ADD = 0x1FFF0
 FORMAT_TAG_ANY = 1
 QUERY_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DST_MD = 129, 131, 133
 QUERY_IMPL_INFO_STR = 8
+# memory-desc queries (dnnl_query_t): what `layout_words` reads
+QUERY_STRIDES, QUERY_NDIMS, QUERY_PADDED_DIMS, QUERY_FORMAT_KIND = 14, 256, 260, 262
+QUERY_INNER_NBLKS, QUERY_INNER_BLKS, QUERY_INNER_IDXS = 263, 264, 265
+LAYOUT_WORDS = 64  # at most 2 + 4 * DNNL_MAX_NDIMS + 1 words
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 ARG_FROM, ARG_TO = 1, 17
 ARG_POST_OP_BASE = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) = BASE * (i + 1), 3.x
@@ -68,6 +73,7 @@ dnnl_status_t dnnl_memory_desc_create_with_string_tag(dnnl_memory_desc_t *md, in
     const int64_t *dims, int data_type, const char *tag);
 dnnl_status_t dnnl_memory_desc_destroy(dnnl_memory_desc_t md);
 size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t md);
+dnnl_status_t dnnl_memory_desc_query(const_dnnl_memory_desc_t md, int what, void *result);
 int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs);
 dnnl_status_t dnnl_memory_create(dnnl_memory_t *memory, const_dnnl_memory_desc_t md,
     dnnl_engine_t engine, void *handle);
@@ -336,6 +342,30 @@ class _Conv:
         self.lib.dnnl_primitive_desc_query(self.pd[0], QUERY_IMPL_INFO_STR, 0, out)
         return self.ffi.string(out[0]).decode()
 
+    def layout_words(self, what) -> tuple[int, ...]:
+        """The layout of tensor `what` of the primitive as the words the generated code
+        compares (`mdsl_dnnl_layout_words`): format kind, ndims, padded dims, strides,
+        inner blocks and their dims. Unlike the byte size, it tells apart two blockings
+        of one size (weights blocked by 32 or by 64 output channels)."""
+        md, ffi, lib = self.query(what), self.ffi, self.lib
+        count = ffi.new("int *")
+
+        def number(query) -> int:
+            lib.dnnl_memory_desc_query(md, query, count)
+            return int(count[0])
+
+        def vector(query, n) -> list[int]:
+            out = ffi.new("int64_t **")
+            if lib.dnnl_memory_desc_query(md, query, out) != 0:
+                return [0] * n
+            return [int(v) for v in out[0][0:n]]
+
+        kind, ndims = number(QUERY_FORMAT_KIND), number(QUERY_NDIMS)
+        words = [kind, ndims, *vector(QUERY_PADDED_DIMS, ndims), *vector(QUERY_STRIDES, ndims)]
+        blocks = number(QUERY_INNER_NBLKS)
+        words += [blocks, *vector(QUERY_INNER_BLKS, blocks), *vector(QUERY_INNER_IDXS, blocks)]
+        return tuple(words)
+
     def reordered_weights(self, w_shape, weights: np.ndarray) -> np.ndarray:
         """`weights` (plain, of `w_shape`) in the layout the primitive reads."""
         ffi, lib = self.ffi, self.lib
@@ -404,10 +434,20 @@ def weights_threads(shape: ConvShape) -> int:
     )
 
 
-def reordered_weights(shape: ConvShape, weights: np.ndarray, threads: int = 0) -> np.ndarray:
+class BlockedWeights(NamedTuple):
+    """Weights reordered at plan time: the floats, and their layout's words, which the
+    generated code checks against the layout its primitive asks for."""
+
+    values: np.ndarray
+    layout: tuple[int, ...]
+
+
+def reordered_weights(shape: ConvShape, weights: np.ndarray, threads: int = 0) -> BlockedWeights:
     """The OIHW `weights` of the convolution `shape` in the blocked layout its oneDNN
     primitive reads (flat float32), made at plan time."""
-    return _Conv(shape, threads).reordered_weights(shape.w, weights.reshape(shape.w))
+    conv = _Conv(shape, threads)
+    values = conv.reordered_weights(shape.w, weights.reshape(shape.w))
+    return BlockedWeights(values, conv.layout_words(QUERY_WEIGHTS_MD))
 
 
 @functools.lru_cache(maxsize=1)

@@ -101,8 +101,10 @@ def with_onednn_matmul(ctx, g: kir.Gemm, b: Tensor) -> kir.Gemm:
     if impl is None or not impl.startswith(FAST_IMPLS):
         return g
     matrix = np.ascontiguousarray(value.T if g.trans_b else value)
-    blocked = _MatMul(g.m, g.k, g.n).reordered_weights((g.k, g.n), matrix)
+    mm = _MatMul(g.m, g.k, g.n)
+    blocked = mm.reordered_weights((g.k, g.n), matrix)
     g.packed_b = ctx.derived_constant(blocked, DType.float32)
     g.onednn = impl
     g.onednn_b_elems = blocked.size
+    g.onednn_b_layout = mm.layout_words(onednn.QUERY_WEIGHTS_MD)
     return g

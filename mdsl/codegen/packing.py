@@ -182,8 +182,9 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
         return k
     k.onednn_threads = onednn.weights_threads(shape)
     packed = onednn.reordered_weights(shape, value, k.onednn_threads)
-    k.packed_w = ctx.derived_constant(packed, DType.float32)
-    k.onednn_w_elems = int(packed.size)
+    k.packed_w = ctx.derived_constant(packed.values, DType.float32)
+    k.onednn_w_elems = int(packed.values.size)
+    k.onednn_w_layout = packed.layout
     k.onednn = probe.impl
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems

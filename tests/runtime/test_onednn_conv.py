@@ -303,3 +303,19 @@ def test_a_saved_executable_names_onednn_and_refuses_to_load_where_it_is_missing
     monkeypatch.setattr(onednn, "library_path", lambda: None)  # a machine without the wheel
     with pytest.raises(mdsl.CompileError, match=r"links libdnnl\.so\.3, which is not installed"):
         mdsl.load_executable(tmp_path / "conv.exe")
+
+
+@needs_onednn
+def test_weights_of_another_layout_than_the_primitive_chooses_fail_the_call(monkeypatch):
+    """Two blockings of one size (weights by 32 or by 64 output channels, which oneDNN
+    picks by team size or machine) are told apart by their layout words: reordered
+    weights the primitive would read in another layout fail the call with an error."""
+    real = onednn._Conv.layout_words
+    monkeypatch.setattr(onednn._Conv, "layout_words", lambda s, what: (*real(s, what)[:-1], 7))
+    w = _rand(64, 64, 3, 3) * 0.05
+    with mdsl.Graph("layout") as g:
+        g.output(ops.conv2d(g.input("x", (1, 64, 28, 28)), g.const("w", w), pads=1), "y")
+    exe = mdsl.compile(g, "c", threads=1)
+    assert "oneDNN" in _source(exe)
+    with pytest.raises(mdsl.MdslError):
+        exe(x=_rand(1, 64, 28, 28))

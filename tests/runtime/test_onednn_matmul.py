@@ -90,3 +90,19 @@ def test_small_rows_and_disabled_keep_the_packed_kernel():
         got = _first(hand(**feeds))
     assert ONEDNN_CALL not in _source(hand) and "mdsl_sgemm_packed(" in _source(hand)
     np.testing.assert_allclose(got, _first(mdsl.compile(big, "python")(**feeds)), atol=1e-4)
+
+
+@needs_onednn
+def test_a_primitive_of_another_weights_layout_is_refused_not_fed_wrong_data(monkeypatch):
+    """Weights reordered at plan time into a layout of the same size as the primitive's
+    but another blocking (another machine's oneDNN may choose so) fail the call with an
+    error; the byte size alone would have let them through."""
+    from mdsl.codegen import onednn_matmul
+
+    real = onednn_matmul._MatMul.layout_words
+    swapped = lambda self, what: tuple(reversed(real(self, what)))  # noqa: E731
+    monkeypatch.setattr(onednn_matmul._MatMul, "layout_words", swapped)
+    g = _graph((128, 256), _rand(256, 320, scale=1 / 16), None, None, False, False)
+    exe = mdsl.compile(g, "c", threads=1)
+    with pytest.raises(mdsl.MdslError):
+        exe(x=_rand(128, 256))

@@ -155,6 +155,15 @@ def _ints(values) -> str:
     return ", ".join(str(int(v)) for v in values)
 
 
+def weights_layout_line(words: tuple[int, ...]) -> str:
+    """The C array of the layout words of weights reordered at plan time, which the
+    primitive's own choice must equal (`mdsl_dnnl_same_layout`)."""
+    return (
+        f"static const int64_t w_layout[{len(words)}] = {{{_ints(words)}}};"
+        "  /* kind, ndims, padded dims, strides, blocks */"
+    )
+
+
 def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     """The kernel body of `k` computed by oneDNN (`csrc/templates/c/onednn_conv.h.j2`);
     an epilogue oneDNN's post-ops do not express is applied to the NCHW result in place."""
@@ -174,11 +183,13 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"static const int64_t w_dims[{len(shape.w)}] = {{{_ints(shape.w)}}};",
         f"static const int64_t geometry[8] = {{{_ints(geometry)}}};  /* strides, dilates - 1, pads */",
         f"static const mdsl_dnnl_post_op post[{len(post)}] = {{{', '.join(post)}}};",
+        weights_layout_line(k.onednn_w_layout),
         "static const mdsl_dnnl_conv_spec spec = {",
         f"{INDENT}x_dims, w_dims, y_dims, {len(shape.w)}, geometry, {int(bool(k.bias))}, "
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
-        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, {k.onednn_w_elems}, {k.onednn_threads}}};",
+        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, {k.onednn_w_elems}, "
+        f"w_layout, {len(k.onednn_w_layout)}, {k.onednn_threads}}};",
         "if (!mdsl_dnnl_conv_ready(&state, &spec))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_conv_run(&state, {k.x}, {k.packed_w}, {k.bias or '0'}, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index
+from mdsl.targets.c.conv import weights_layout_line
 
 INDENT = "    "
 
@@ -21,10 +22,14 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
     state = f"mdsl_dnnl_{k.name}"
     a = f"{k.a.buffer} + {flat_index(k.a, [])}"
     oc = flat_index(k.out, [])
-    sizes = f"{k.m}, {k.k}, {k.n}, sizeof(float) * {k.onednn_b_elems}"
+    sizes = (
+        f"{k.m}, {k.k}, {k.n}, sizeof(float) * {k.onednn_b_elems}, "
+        f"w_layout, {len(k.onednn_b_layout)}"
+    )
     lines = [
         f"/* oneDNN {k.onednn}: [{k.m}, {k.k}] @ [{k.k}, {k.n}], B reordered at plan time */",
         f"static mdsl_dnnl_matmul {state};",
+        weights_layout_line(k.onednn_b_layout),
         f"if (!mdsl_dnnl_matmul_ready(&{state}, {sizes}))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_matmul_run(&{state}, {a}, {k.packed_b}, {k.out.buffer} + {oc}))",

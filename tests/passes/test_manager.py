@@ -214,6 +214,7 @@ def test_optimize_pipeline_by_level():
         "conv3d_as_conv2d",
         "conv_transpose_as_conv",
         "group_norm_as_instance_norm",
+        "lower_attention",
         "lower_einsum",
         "hoist_loop_invariants",
     ]

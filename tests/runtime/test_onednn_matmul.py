@@ -106,3 +106,18 @@ def test_a_primitive_of_another_weights_layout_is_refused_not_fed_wrong_data(mon
     exe = mdsl.compile(g, "c", threads=1)
     with pytest.raises(mdsl.MdslError):
         exe(x=_rand(128, 256))
+
+
+@needs_onednn
+def test_calls_on_one_thread_and_on_the_team_each_have_their_primitive():
+    """A oneDNN primitive runs on the team size it was made at: the first call (a
+    one-thread probe) would otherwise pin every later whole-team call to one thread. The
+    team probe alternates the first calls between one thread and the team, so both
+    primitives are made and used here, each equal to the interpreter."""
+    g = _graph((128, 256), _rand(256, 320, scale=1 / 16), _rand(320), "relu", False, False)
+    exe = mdsl.compile(g, "c", threads=2)
+    assert "[omp_get_max_threads() > 1]" in _source(exe)
+    for _ in range(6):
+        x = _rand(128, 256)
+        want = _first(mdsl.interpret(g, {"x": x}))
+        np.testing.assert_allclose(_first(exe(x=x)), want, rtol=1e-4, atol=1e-4)

@@ -28,11 +28,14 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
     )
     lines = [
         f"/* oneDNN {k.onednn}: [{k.m}, {k.k}] @ [{k.k}, {k.n}], B reordered at plan time */",
-        f"static mdsl_dnnl_matmul {state};",
+        "/* a primitive runs on the team it was made for: one for calls on one thread,",
+        "   one for calls on the whole team (the weights layout is checked for each) */",
+        f"static mdsl_dnnl_matmul {state}[2];",
+        f"mdsl_dnnl_matmul *const s = &{state}[omp_get_max_threads() > 1];",
         weights_layout_line(k.onednn_b_layout),
-        f"if (!mdsl_dnnl_matmul_ready(&{state}, {sizes}))",
+        f"if (!mdsl_dnnl_matmul_ready(s, {sizes}))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_matmul_run(&{state}, {a}, {k.packed_b}, {k.out.buffer} + {oc}))",
+        f"if (mdsl_dnnl_matmul_run(s, {a}, {k.packed_b}, {k.out.buffer} + {oc}))",
         f"{INDENT}return 1;",
     ]
     if k.epilogue is not None:

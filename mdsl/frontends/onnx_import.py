@@ -831,20 +831,7 @@ class _Importer:
         Values of the enclosing graphs stay readable (the builder captures them); what
         the subgraph defines or materializes stays in it.
         """
-        saved = (self.values, self._imported, self._scope_base)
-        self.values = {k: replace(v) for k, v in self.values.items()}
-        self._imported = dict(self._imported)
-        self._scope_base = tuple(context.scope_path.get())
-        try:
-            for init in graph_proto.initializer:
-                self.values[init.name] = _Value(const=array_from_tensor_proto(init))
-            for vi, tensor in zip(graph_proto.input, inputs):
-                self.values[vi.name] = _Value(tensor=tensor)
-            for node in graph_proto.node:
-                self._visit(OnnxNode.of(node, self.opsets))
-            return [self.tensor(out.name) for out in graph_proto.output]
-        finally:
-            self.values, self._imported, self._scope_base = saved
+        return self._in_subgraph(graph_proto, [_Value(tensor=t) for t in inputs], self.tensor)
 
     def sequence_value(self, tensors: list[Tensor]) -> _Value:
         """A rule's result that is a sequence of `tensors` (import-time only)."""
@@ -858,8 +845,7 @@ class _Importer:
         """What the importer holds for value `name` ("": an absent optional input)."""
         if not name:
             return _Value(absent=True)
-        v = self._entry(name)
-        return v
+        return self._entry(name)
 
     def tensor_value(self, tensor: Tensor) -> _Value:
         return _Value(tensor=tensor)
@@ -869,6 +855,12 @@ class _Importer:
         bound to `inputs` (tensors, sequences, optionals, import-time values): one
         iteration of a Loop or SequenceMap unrolled at import. Returns its outputs,
         import-time values kept as such."""
+        return self._in_subgraph(graph_proto, inputs, self._settled)
+
+    def _in_subgraph(self, graph_proto, inputs: list[_Value], read) -> list:
+        """Import `graph_proto`'s nodes with its declared inputs bound to `inputs`, in a
+        scope of its own (values of the enclosing graphs stay readable; what it defines
+        stays in it); returns `read` of each of its outputs."""
         saved = (self.values, self._imported, self._scope_base)
         self.values = {k: replace(v) for k, v in self.values.items()}
         self._imported = dict(self._imported)
@@ -880,7 +872,7 @@ class _Importer:
                 self.values[vi.name] = replace(value)
             for node in graph_proto.node:
                 self._visit(OnnxNode.of(node, self.opsets))
-            return [self._settled(out.name) for out in graph_proto.output]
+            return [read(out.name) for out in graph_proto.output]
         finally:
             self.values, self._imported, self._scope_base = saved
 

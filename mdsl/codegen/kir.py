@@ -177,6 +177,18 @@ class Gemm:
     onednn_b_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
 
 
+@dataclass(frozen=True, slots=True)
+class DnnlWeights:
+    """A convolution's weights reordered at plan time for oneDNN primitives made at
+    `threads`: the constant buffer, its floats, and its layout's words (which the
+    generated code compares with the layout its primitive asks for)."""
+
+    buffer: str
+    elems: int
+    layout: tuple[int, ...]
+    threads: int
+
+
 @dataclass(slots=True)
 class Conv:
     """2-D convolution (NCHW, OIHW weights, groups) as im2col + GEMM, plus epilogue."""
@@ -218,11 +230,10 @@ class Conv:
     onednn: str = ""
     onednn_src_elems: int = 0
     onednn_dst_elems: int = 0
-    onednn_w_elems: int = 0  # floats of packed_w
-    onednn_w_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
-    # the team size its primitive is made for (0: the first call's; oneDNN blocks some
-    # convolutions' weights by it, `onednn.weights_threads`)
-    onednn_threads: int = 0
+    # its weights in the layout of each team size's primitive (`onednn.reordered_weights`:
+    # oneDNN blocks some convolutions' weights by team size), the whole team's first
+    # (`packed_w`)
+    onednn_weights: tuple[DnnlWeights, ...] = ()
     # its epilogue as oneDNN post-ops (`mdsl.codegen.packing.onednn_post_ops`: ("relu",),
     # ("clip", lo, hi), ("sum",) adding `residual`) and oneDNN's bias
     post_ops: tuple = ()

@@ -180,11 +180,13 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
         k.post_ops, k.residual, k.bias, k.epilogue = (), "", "", epilogue
         return k
-    k.onednn_threads = onednn.weights_threads(shape)
-    packed = onednn.reordered_weights(shape, value, k.onednn_threads)
-    k.packed_w = ctx.derived_constant(packed.values, DType.float32)
-    k.onednn_w_elems = int(packed.values.size)
-    k.onednn_w_layout = packed.layout
+    k.onednn_weights = tuple(
+        kir.DnnlWeights(
+            ctx.derived_constant(w.values, DType.float32), int(w.values.size), w.layout, w.threads
+        )
+        for w in onednn.reordered_weights(shape, value)
+    )
+    k.packed_w = k.onednn_weights[0].buffer
     k.onednn = probe.impl
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems

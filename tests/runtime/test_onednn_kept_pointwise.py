@@ -113,3 +113,23 @@ def test_caffe2_batchnorm_folds_into_the_conv_and_the_chain_stays_kept(threads):
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_tf_same_pad_folds_into_the_depthwise_conv_and_the_chain_stays_kept(threads):
+    """Hugging Face's MobileNetV2: 1x1 expand -> Pad (0 before, 1 after) -> 3x3 depthwise
+    stride 2 -> 1x1 project; 24 channels expanded to 40 (not whole blocks of 16)."""
+    with mdsl.Graph("same") as g:
+        h = _conv(g, g.input("x", (2, 24, 12, 12)), 40, 1, "expand")
+        h = ops.pad(h, (0, 0, 0, 0, 0, 0, 1, 1))
+        wd = g.const("wd", _rand(40, 1, 3, 3, scale=0.3))
+        h = ops.clip(ops.conv2d(h, wd, g.const("bd", _rand(40)), strides=2, group=40), 0.0, 6.0)
+        g.output(_conv(g, h, 16, 1, "project", relu=False), "y")
+    exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert "Pad" not in src and len(re.findall(rf"x {KEPT}", src)) == 2
+    x = _rand(2, 24, 12, 12)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )

@@ -16,6 +16,7 @@ import pytest
 import mdsl
 from mdsl.codegen import toolchain
 from mdsl.ir.initializer import ParamInit
+from mdsl.ops import bindings
 from mdsl.passes import manager
 from mdsl.runtime import compile_cache
 from mdsl.runtime.compile import make_backend
@@ -35,6 +36,13 @@ def module_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def cache_on(module_cache, monkeypatch):
+    """The cache on, in a private folder, with only mdsl's own registrations (tests run
+    before in this process may have left custom ops, which turn the cache off)."""
+    monkeypatch.setattr(
+        bindings, "_TABLE", {k: b for k, b in bindings._TABLE.items() if b.from_mdsl}
+    )
+    own_passes = {k: p for k, p in manager._REGISTRY.items() if p.fn.__module__.startswith("mdsl.")}
+    monkeypatch.setattr(manager, "_REGISTRY", own_passes)
     monkeypatch.setenv("MDSL_COMPILE_CACHE", "1")
     monkeypatch.setenv("MDSL_CACHE_DIR", str(module_cache))
     monkeypatch.setenv("MDSL_CONFIG_DIR", str(module_cache / "config"))  # the signing key

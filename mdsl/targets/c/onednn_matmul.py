@@ -7,7 +7,7 @@ from __future__ import annotations
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index
 from mdsl.codegen.onednn_matmul import strided_layout
-from mdsl.targets.c.conv import weights_layout_line
+from mdsl.targets.c.conv import team_state_lines, weights_layout_line
 
 INDENT = "    "
 
@@ -24,10 +24,7 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
     a, oc = f"{k.a.buffer} + {flat_index(k.a, [])}", flat_index(k.out, [])
     lines = [
         _summary(k),
-        "/* a primitive runs on the team it was made for: one for calls on one thread,",
-        "   one for calls on the whole team */",
-        f"static mdsl_dnnl_matmul {state}[2];",
-        f"mdsl_dnnl_matmul *const s = &{state}[omp_get_max_threads() > 1];",
+        *team_state_lines("mdsl_dnnl_matmul", state),
     ]
     if k.packed_b:  # a constant B in the primitive's layout
         lines.append(weights_layout_line(k.onednn_b_layout))

@@ -35,7 +35,7 @@ def _model(nodes, inputs, outputs, inits=()):
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
 
 
-def _loop(body_nodes, body_inits, outputs, extra_outputs=(), graph_inputs=(), nodes_after=()):
+def _loop(body_nodes, body_inits, outputs, extra_outputs=(), graph_inputs=(), nodes_before=()):
     """A Loop over i < M carrying a float acc; the body's nodes compute acc_out (and any
     scan outputs `extra_outputs`, as (name, elem type))."""
     body = oh.make_graph(
@@ -50,7 +50,7 @@ def _loop(body_nodes, body_inits, outputs, extra_outputs=(), graph_inputs=(), no
     rows = [(f"{n}_rows", t) for n, t in extra_outputs]
     loop = oh.make_node("Loop", ["M", "", "acc0"], ["acc_final", *scans], body=body)
     return _model(
-        [loop, *nodes_after],
+        [*nodes_before, loop],
         [_info("M", I64, []), *graph_inputs],
         [_info(n, dict(rows).get(n, F), None) for n in outputs],
         [_f32("acc0", 0.0)],
@@ -360,3 +360,68 @@ def test_an_if_output_sized_by_a_value_inside_a_branch_is_refused_by_compiled_ba
     assert mdsl.interpret(g, feeds)["y"].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(CompileError, match="a size that branch computes"):
         mdsl.compile(g, backend="c")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_body_reads_sizes_the_top_level_bound_and_its_own(backend):
+    """Tile(x, reps) binds reps' values at the top level (before the run, on compiled
+    backends); the body reads those same sizes (Expand(i, reps)) next to one of
+    its own (ConstantOfShape([i])), so the loop, run as a callback, gets the run's."""
+    body = [
+        oh.make_node("Cast", ["i"], ["fi"], to=F),
+        oh.make_node("Expand", ["fi", "reps"], ["fixed"]),  # in the loop: it reads i
+        oh.make_node("Unsqueeze", ["i", "axes0"], ["iv"]),
+        oh.make_node("ConstantOfShape", ["iv"], ["growing"], value=_f32("w", [1.0])),
+        oh.make_node("ReduceSum", ["fixed"], ["a"], keepdims=0),
+        oh.make_node("ReduceSum", ["growing"], ["b"], keepdims=0),
+        oh.make_node("Sum", ["acc", "a", "b"], ["acc_out"]),
+    ]
+    model = _loop(
+        body,
+        [_i64("axes0", [0])],
+        ["acc_final", "tiled"],
+        graph_inputs=[_info("x", F, [2]), _info("reps", I64, [1])],
+        nodes_before=[oh.make_node("Tile", ["x", "reps"], ["tiled"])],
+    )
+    feeds = [
+        {"x": X5[:2], "reps": np.array([r], np.int64), "M": np.array(m, np.int64)}
+        for r, m in ((3, 4), (0, 2), (5, 0))
+    ]
+    _check_against_ort(model, backend, feeds)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_if_with_sizes_inside_its_branches_and_outputs_of_two_shapes(backend):
+    """then: x[0:3] + sum(ConstantOfShape([n])), else: Concat(x, x[0:2]): the branch
+    computes a size of its own (the If runs as a callback on compiled backends) and the
+    output's first dim is 3 or 5."""
+    then = oh.make_graph(
+        [
+            oh.make_node("Unsqueeze", ["n", "axes0"], ["shape"]),
+            oh.make_node("ConstantOfShape", ["shape"], ["ones"], value=_f32("v", [1.0])),
+            oh.make_node("ReduceSum", ["ones"], ["count"], keepdims=0),
+            oh.make_node("Slice", ["x", "s0", "e3", "axes0"], ["top"]),
+            oh.make_node("Add", ["top", "count"], ["a"]),
+        ],
+        "then",
+        [],
+        [_info("a", F, None)],
+        [_i64("s0", [0]), _i64("e3", [3]), _i64("axes0", [0])],
+    )
+    other = oh.make_graph(
+        [oh.make_node("Concat", ["x", "head"], ["b"], axis=0)], "else", [], [_info("b", F, None)]
+    )
+    model = _model(
+        [
+            oh.make_node("Slice", ["x", "s0", "e2", "axes0"], ["head"]),
+            oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        ],
+        [_info("c", BOOL, []), _info("x", F, [3, "m"]), _info("n", I64, [])],
+        [_info("y", F, None)],
+        [_i64("s0", [0]), _i64("e2", [2]), _i64("axes0", [0])],
+    )
+    feeds = [
+        {"c": np.array(c), "x": np.ones((3, 2), np.float32), "n": np.array(n, np.int64)}
+        for c, n in ((True, 4), (False, 4), (True, 0))
+    ]
+    _check_against_ort(model, backend, feeds)

@@ -9,13 +9,20 @@ figures). This step, run on the C target's plan after lowering, leaves a tensor 
 when every kernel that touches it can take it so:
 
 - its writer: a oneDNN convolution whose epilogue is all post-ops and whose primitive
-  chose a blocked destination; a pooling or channel Concat whose inputs are blocked;
+  chose a blocked destination; a pooling or channel Concat whose inputs are blocked; an
+  element-wise kernel reading a blocked tensor;
 - its readers: oneDNN convolutions taking it as their source (in the block their
   primitive chose) or as their residual (the sum post-op reorders or copies it into the
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
   out) and channel Concats whose output is blocked (each input's channels a multiple of
   the block, so every input is one contiguous run of the output per image: the copy
-  kernels are rewritten to copy those runs).
+  kernels are rewritten to copy those runs), and element-wise kernels (a pre-activation
+  BatchNorm + ReLU: every operand the whole tensor or one value per channel or image).
+
+An element-wise kernel computes the same in any layout of its operands, so it is
+rewritten to run over (n, channel block, h, w, channel in block) with each operand's
+strides for its own layout (channels last: one block of all channels): blocked or NCHW
+in and out alike, per-channel operands contiguous along the inner loop.
 
 Graph inputs and outputs, and tensors any other kernel reads, stay NCHW: the reorders
 happen only at the boundaries of a chain. The blocked set is the largest one meeting
@@ -62,8 +69,10 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
             readers.setdefault(b, []).append(part_of.get(id(k), k))
     writers: dict[str, object] = {c.out: c for c in concats}
     writers |= {k.out: k for k in plan.kernels if isinstance(k, kir.Conv | kir.Pool)}
+    elementwise = [k for k in plan.kernels if id(k) not in part_of and _elementwise(k)]
+    writers |= {s.access.buffer: k for k in elementwise for s in k.stores}
     arena = {b for b, spec in plan.buffers.items() if spec.kind == "arena"}
-    layout = _candidates(plan.kernels, concats, arena)
+    layout = _candidates(plan.kernels, concats, elementwise, arena)
     while True:
         dropped = [b for b in layout if not _holds(b, layout, readers.get(b, []), writers[b])]
         if not dropped:
@@ -72,6 +81,8 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
             del layout[b]
     for b, tag in layout.items():
         _apply(b, tag, readers.get(b, []), writers[b], plan)
+    for k in elementwise:
+        _elementwise_in_layouts(k, layout)
     return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
 
 
@@ -81,17 +92,25 @@ def _lonely(k) -> bool:
     return k.kh * k.kw == 1 or k.group == k.c == k.cout > 1
 
 
-def _candidates(kernels: list, concats: list[_Concat], arena: set[str]) -> dict[str, str]:
+def _candidates(
+    kernels: list, concats: list[_Concat], elementwise: list[kir.Pointwise], arena: set[str]
+) -> dict[str, str]:
     """Buffer -> layout of every tensor a kernel could write blocked (readers aside)."""
     layout: dict[str, str] = {}
     for k in kernels:
         if _conv_writes_blocked(k) and k.out in arena:
             layout[k.out] = k.dst_layout
-    for _ in range(len(kernels)):  # pools and concats of blocked tensors
+    for _ in range(len(kernels)):  # pools, concats and element-wise kernels of blocked tensors
         before = len(layout)
         for k in kernels:
             if _poolable(k) and k.x in layout and k.out in arena:
                 layout.setdefault(k.out, layout[k.x])
+        for k in elementwise:
+            tags = [layout[b] for b in _whole(k) if b in layout]
+            if tags and _fits(k, tags[0]):
+                for store in k.stores:
+                    if store.access.buffer in arena:
+                        layout.setdefault(store.access.buffer, tags[0])
         for c in concats:
             tags = {layout.get(s) for s in c.sources}
             tag = tags.pop() if len(tags) == 1 else None
@@ -109,13 +128,18 @@ def _holds(b: str, layout: dict[str, str], readers: list, writer) -> bool:
         return False
     if isinstance(writer, _Concat) and any(layout.get(s) != tag for s in writer.sources):
         return False
-    return bool(readers) and all(_reads(r, b, tag, layout) for r in readers)
+    if isinstance(writer, kir.Pointwise) and not _one_layout(writer, layout):
+        return False
+    shape = _shape_of(writer)
+    return bool(readers) and all(_reads(r, b, tag, layout, shape) for r in readers)
 
 
-def _reads(r, b: str, tag: str, layout: dict[str, str]) -> bool:
-    """Whether reader `r` can take tensor `b` in layout `tag`."""
+def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
+    """Whether reader `r` can take tensor `b` (NCHW `shape`) in layout `tag`."""
     if isinstance(r, _Concat | kir.Pool):
         return layout.get(r.out) == tag  # blocked in, blocked out
+    if isinstance(r, kir.Pointwise):  # element-wise, over the same NCHW shape
+        return tuple(r.shape) == shape and b in _whole(r) and _one_layout(r, layout)
     if not isinstance(r, kir.Conv) or not r.onednn or b in (r.w, r.bias, r.out):
         return False
     if r.epilogue is not None and b in {a.buffer for a in r.epilogue.loads.values()}:
@@ -123,8 +147,22 @@ def _reads(r, b: str, tag: str, layout: dict[str, str]) -> bool:
     return (b == r.x and r.src_layout == tag) or (b == r.residual and b != r.x)
 
 
-def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
+def _shape_of(writer) -> tuple:
+    """The NCHW shape of the tensor `writer` writes."""
     if isinstance(writer, kir.Conv):
+        return tuple(writer.out_shape)
+    if isinstance(writer, kir.Pool):
+        return (writer.n, writer.c, *writer.out_spatial)
+    if isinstance(writer, _Concat):
+        n, _, h, w = writer.parts[0].shape
+        return (n, sum(p.shape[1] for p in writer.parts), h, w)
+    return tuple(writer.shape)
+
+
+def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
+    if isinstance(writer, kir.Pointwise):
+        elements = 0  # its channels fill whole blocks: as many floats as NCHW
+    elif isinstance(writer, kir.Conv):
         writer.out_layout = tag
         elements = writer.onednn_dst_elems
     elif isinstance(writer, kir.Pool):
@@ -134,12 +172,82 @@ def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
     else:
         _blocked_copies(writer, tag)
         elements = 0
-    for r in readers:
+    for r in readers:  # element-wise readers are rewritten last, knowing every layout
         if isinstance(r, kir.Conv):
             r.x_layout = tag if r.x == b else r.x_layout
             r.residual_layout = tag if r.residual == b else r.residual_layout
     spec = plan.buffers[b]
     spec.elements = max(spec.elements, elements)
+
+
+def _elementwise(k) -> bool:
+    """A pointwise kernel over a static NCHW space whose every operand is either the
+    whole tensor (contiguous, from its start) or broadcast over the pixels (one value
+    per channel, per image or in all): it computes the same in any layout."""
+    if not isinstance(k, kir.Pointwise) or len(k.shape) != 4:
+        return False
+    if not all(isinstance(d, int) for d in k.shape):
+        return False
+    whole = _contiguous(k.shape)
+    accesses = [*k.loads.values(), *(s.access for s in k.stores)]
+    if any(a.strides != whole or a.offset != 0 for a in (s.access for s in k.stores)):
+        return False
+    return all(
+        (a.strides == whole and a.offset == 0) or a.strides[2] == a.strides[3] == 0
+        for a in accesses
+    )
+
+
+def _whole(k: kir.Pointwise) -> set[str]:
+    """The buffers `k` only reads or writes whole (others are broadcast over pixels)."""
+    whole = _contiguous(k.shape)
+    accesses = [*k.loads.values(), *(s.access for s in k.stores)]
+    full = {a.buffer for a in accesses if a.strides == whole and a.offset == 0}
+    return full - {a.buffer for a in accesses if a.strides != whole or a.offset != 0}
+
+
+def _fits(k: kir.Pointwise, tag: str) -> bool:
+    """Whether `k`'s channels fill whole blocks of `tag` (no padding channels to skip)."""
+    return k.shape[1] % channel_block(tag) == 0
+
+
+def _one_layout(k: kir.Pointwise, layout: dict[str, str]) -> bool:
+    """Whether the blocked operands of the element-wise kernel `k` share one layout its
+    channels fill (NCHW operands are fine beside them)."""
+    tags = {layout[b] for b in _whole(k) if b in layout}
+    return len(tags) <= 1 and all(_fits(k, t) for t in tags)
+
+
+def _elementwise_in_layouts(k: kir.Pointwise, layout: dict[str, str]) -> None:
+    """Rewrite the element-wise kernel `k` over (n, channel block, h, w, channel in
+    block) with each operand's strides for its layout (`layout` names the blocked ones;
+    the rest are NCHW); unchanged when it touches no blocked tensor."""
+    full = _whole(k)
+    tags = {layout[b] for b in full if b in layout}
+    if not tags:
+        return
+    n, c, h, w = k.shape
+    block = channel_block(tags.pop())
+    block = c if block == 1 else block  # channels last: one block of all channels
+    kept = (c * h * w, h * w * block, w * block, block, 1)
+
+    def moved(a: kir.Access) -> kir.Access:
+        if a.buffer in layout and a.buffer in full:
+            return kir.Access(a.buffer, a.dtype, 0, kept)
+        s0, s1, s2, s3 = a.strides
+        return kir.Access(a.buffer, a.dtype, a.offset, (s0, s1 * block, s2, s3, s1))
+
+    k.shape = (n, c // block, h, w, block)
+    k.loads = {name: moved(a) for name, a in k.loads.items()}
+    k.stores = [kir.Store(moved(s.access), s.value) for s in k.stores]
+
+
+def _contiguous(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
 
 
 def _conv_writes_blocked(k) -> bool:

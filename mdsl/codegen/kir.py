@@ -177,6 +177,18 @@ class Gemm:
     onednn_b_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
 
 
+@dataclass(frozen=True, slots=True)
+class DnnlWeights:
+    """A convolution's weights reordered at plan time for oneDNN primitives made at
+    `threads`: the constant buffer, its floats, and its layout's words (which the
+    generated code compares with the layout its primitive asks for)."""
+
+    buffer: str
+    elems: int
+    layout: tuple[int, ...]
+    threads: int
+
+
 @dataclass(slots=True)
 class Conv:
     """2-D convolution (NCHW, OIHW weights, groups) as im2col + GEMM, plus epilogue."""
@@ -218,11 +230,10 @@ class Conv:
     onednn: str = ""
     onednn_src_elems: int = 0
     onednn_dst_elems: int = 0
-    onednn_w_elems: int = 0  # floats of packed_w
-    onednn_w_layout: tuple[int, ...] = ()  # its layout's words, which the generated code checks
-    # the team size its primitive is made for (0: the first call's; oneDNN blocks some
-    # convolutions' weights by it, `onednn.weights_threads`)
-    onednn_threads: int = 0
+    # its weights in the layout of each team size's primitive (`onednn.reordered_weights`:
+    # oneDNN blocks some convolutions' weights by team size), the whole team's first
+    # (`packed_w`)
+    onednn_weights: tuple[DnnlWeights, ...] = ()
     # its epilogue as oneDNN post-ops (`mdsl.codegen.packing.onednn_post_ops`: ("relu",),
     # ("clip", lo, hi), ("sum",) adding `residual`) and oneDNN's bias
     post_ops: tuple = ()
@@ -277,6 +288,20 @@ class Callback:
     outputs: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class DataSize:
+    """A size a C function decides (a data-dependent op's output count): the function
+    writes it into `outputs[output].shape[axis]`, whose buffer holds `bound` along that
+    axis; the generated code checks 0 <= size <= bound (else plan failure `failure`) and
+    binds `symbol` (a bare Dim over a slot identifier) to it."""
+
+    symbol: object  # Dim
+    output: int
+    axis: int
+    bound: object  # int or Dim
+    failure: int
+
+
 @dataclass(slots=True)
 class CustomCall:
     """A node bound to a user C function (`register_op_impl(op, backend="c", ...)`).
@@ -297,9 +322,10 @@ class CustomCall:
     library: str | None
     inputs: list[str | None]  # buffers
     outputs: list[str]
-    input_types: list[tuple[DType, tuple[int, ...]] | None]
-    output_types: list[tuple[DType, tuple[int, ...]]]
+    input_types: list[tuple[DType, tuple] | None]  # shapes: ints, or Dims in a symbolic plan
+    output_types: list[tuple[DType, tuple]]  # a data-dependent size at its bound
     attrs: tuple[float, ...]
+    sizes: tuple[DataSize, ...] = ()  # the sizes the function decides (data-dependent ops)
 
 
 @dataclass(slots=True)

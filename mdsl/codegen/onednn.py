@@ -393,11 +393,18 @@ class _Conv:
         return out
 
 
-@functools.lru_cache(maxsize=512)
-def _probed(shape: ConvShape) -> _Conv | None:
+def team_sizes() -> tuple[int, ...]:
+    """The team sizes a convolution's primitives are made at: the whole team
+    (`plan_threads()`) and one thread (the team choice runs calls on either, and a
+    primitive runs on the team size it was made at)."""
+    return tuple(dict.fromkeys((plan_threads(), 1)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _probed(shape: ConvShape, threads: int) -> _Conv | None:
     if _ffi_lib() is None:
         return None
-    conv = _Conv(shape)
+    conv = _Conv(shape, threads)
     return conv if conv.ok else None
 
 
@@ -405,49 +412,48 @@ def _probed(shape: ConvShape) -> _Conv | None:
 def probe_conv(shape: ConvShape) -> ConvProbe | None:
     """oneDNN's choice for `shape` (forward inference, float32, source, weights and
     destination `any`), or None when oneDNN is missing or refuses it (`available()` is
-    not asked). oneDNN's choice depends on the team size too: the generated code makes
-    its primitive at `plan_threads()`, as here."""
-    conv = _probed(shape)
+    not asked). oneDNN's choice depends on the team size too: the kernel and layouts are
+    the whole team's (`plan_threads()`), the scratch floats the most any of
+    `team_sizes()` needs (a one-thread primitive may reorder where the team's does not)."""
+    convs = [_probed(shape, t) for t in team_sizes()]
+    conv = convs[0]
     if conv is None:
         return None
+    made = [c for c in convs if c is not None]
     return ConvProbe(
         conv.impl(),
-        conv.extra_floats(QUERY_SRC_MD, shape.x),
-        conv.extra_floats(QUERY_DST_MD, shape.y),
+        max(c.extra_floats(QUERY_SRC_MD, shape.x) for c in made),
+        max(c.extra_floats(QUERY_DST_MD, shape.y) for c in made),
         conv.layout_of(QUERY_SRC_MD, shape.x),
         conv.layout_of(QUERY_DST_MD, shape.y),
     )
 
 
-def weights_threads(shape: ConvShape) -> int:
-    """0 when oneDNN blocks the weights of `shape` alike at one thread and at
-    `plan_threads()` (the generated code makes its primitive at the team size of its
-    first call), else 1: the primitive is then made, and its weights reordered, for one
-    thread (a 1x1 convolution of large K is blocked by team size)."""
-    one, many = _Conv(shape, 1), _probed(shape)
-    if many is None or not one.ok:
-        return 1
-    return (
-        0
-        if one.lib.dnnl_memory_desc_equal(one.query(QUERY_WEIGHTS_MD), many.query(QUERY_WEIGHTS_MD))
-        else 1
-    )
-
-
 class BlockedWeights(NamedTuple):
-    """Weights reordered at plan time: the floats, and their layout's words, which the
-    generated code checks against the layout its primitive asks for."""
+    """Weights reordered at plan time: the floats, their layout's words (which the
+    generated code checks against the layout its primitive asks for), and the team size
+    of the primitive that chose that layout."""
 
     values: np.ndarray
     layout: tuple[int, ...]
+    threads: int
 
 
-def reordered_weights(shape: ConvShape, weights: np.ndarray, threads: int = 0) -> BlockedWeights:
+def reordered_weights(shape: ConvShape, weights: np.ndarray) -> list[BlockedWeights]:
     """The OIHW `weights` of the convolution `shape` in the blocked layout its oneDNN
-    primitive reads (flat float32), made at plan time."""
-    conv = _Conv(shape, threads)
-    values = conv.reordered_weights(shape.w, weights.reshape(shape.w))
-    return BlockedWeights(values, conv.layout_words(QUERY_WEIGHTS_MD))
+    primitive reads (flat float32), made at plan time: one copy per layout the
+    primitives of `team_sizes()` choose (oneDNN blocks a 1x1 convolution of large K by
+    team size), the whole team's first."""
+    out: list[BlockedWeights] = []
+    for threads in team_sizes():
+        conv = _probed(shape, threads)
+        if conv is None:
+            continue
+        layout = conv.layout_words(QUERY_WEIGHTS_MD)
+        if all(layout != w.layout for w in out):
+            values = conv.reordered_weights(shape.w, weights.reshape(shape.w))
+            out.append(BlockedWeights(values, layout, threads))
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -180,11 +180,13 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
         k.post_ops, k.residual, k.bias, k.epilogue = (), "", "", epilogue
         return k
-    k.onednn_threads = onednn.weights_threads(shape)
-    packed = onednn.reordered_weights(shape, value, k.onednn_threads)
-    k.packed_w = ctx.derived_constant(packed.values, DType.float32)
-    k.onednn_w_elems = int(packed.values.size)
-    k.onednn_w_layout = packed.layout
+    k.onednn_weights = tuple(
+        kir.DnnlWeights(
+            ctx.derived_constant(w.values, DType.float32), int(w.values.size), w.layout, w.threads
+        )
+        for w in onednn.reordered_weights(shape, value)
+    )
+    k.packed_w = k.onednn_weights[0].buffer
     k.onednn = probe.impl
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems
@@ -231,11 +233,12 @@ def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
 
 _THROUGH = ("Relu", "Clip", "Add")  # what oneDNN fuses between convolutions
 _LAYOUT_KEEPING = ("MaxPool", "AveragePool", "Concat")  # what keeps its layout (`blocked`)
+_ELEMENT_WISE = ("BatchNormalization", "Mul", "Sub")  # run in the kept layout (`blocked`)
 
 
 def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
     """Whether the convolution `anchor` reads another convolution's result (through
-    ReLU, Clip, Add, pooling or Concat) or, unless it is depthwise, only convolutions,
+    ReLU, Clip, Add, pooling, Concat or a per-channel BatchNorm, Mul, Sub) or, unless it is depthwise, only convolutions,
     poolings and Concats read its group's `outputs` (a depthwise convolution reading a
     channel shuffle, as ShuffleNet's, measured slower on oneDNN with its reorder)."""
     graph = anchor.graph
@@ -247,10 +250,9 @@ def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
         node = t.producer
         if node is not None and node.op_type == "Conv":
             return True
-        if node is not None and node.op_type in _THROUGH + _LAYOUT_KEEPING:
-            frontier += [
-                i for i in node.inputs[: 1 if node.op_type == "Clip" else None] if i is not None
-            ]
+        if node is not None and node.op_type in _THROUGH + _LAYOUT_KEEPING + _ELEMENT_WISE:
+            first = node.op_type in ("Clip", "BatchNormalization")
+            frontier += [i for i in node.inputs[: 1 if first else None] if i is not None]
     group, channels = anchor.attrs.get("group", 1), anchor.inputs[0].shape[1]
     if group > 1 and group == channels == anchor.outputs[0].shape[1]:
         return False

@@ -140,9 +140,11 @@ class Plan:
         value): `mdsl_run_dims` in C, the `dims` arguments of numba's `run`."""
         return self.is_symbolic or self.has_control_flow
 
-    def slots_bound_by(self, k: kir.Callback) -> list[int]:
-        """The symbol slots callback `k` writes (a data-dependent node's sizes): generated
+    def slots_bound_by(self, k: kir.Callback | kir.CustomCall) -> list[int]:
+        """The symbol slots kernel `k` writes (a data-dependent node's sizes): generated
         code reloads them from `dims` after the call."""
+        if isinstance(k, kir.CustomCall):
+            return [int(size.symbol.name.removeprefix("dim")) for size in k.sizes]
         bound = dynamic_symbols(self.callbacks[k.index])
         return [i for i, s in enumerate(self.symbols) if s in bound]
 
@@ -545,13 +547,17 @@ class _PlanBuilder:
             self.plan.fallbacks.append(f"{node.name} ({node.op_type}) runs in Python: {why}")
             return [lower_callback(self.ctx, node)]
 
-    def _lower_data_dependent(self, node: Node) -> kir.Callback:
-        """A node whose output sizes its input values decide runs as a callback: its
-        outputs' buffers are sized with each symbol at its bound, and the callback writes
-        the symbols' actual values into the run's `dims` (`Plan.slots_bound_by`)."""
+    def _lower_data_dependent(self, node: Node) -> kir.Callback | kir.CustomCall:
+        """A node whose output sizes its input values decide: its outputs' buffers are
+        sized with each symbol at its bound. A node bound to a C function calls it, and
+        the function reports the sizes (`kir.DataSize`); any other runs as a callback,
+        which writes the symbols' actual values into the run's `dims`
+        (`Plan.slots_bound_by`)."""
         for symbol, bound in dynamic_bounds(node).items():
             if bound is not None:
                 self.plan.bounds.append(DynamicBound(symbol, 0, None, (bound,)))
+        if self.c_bindings and c_binding(node) and not _storage_typed(node):
+            return lower_custom_call(self.ctx, node, lambda why: self.failure(node, why))
         self.plan.fallbacks.append(
             f"{node.name} ({node.op_type}) runs in Python: its output sizes depend on its "
             "input values"
@@ -618,6 +624,14 @@ def _refuse_storage_types(nodes: list[Node]) -> None:
         for t in (*n.inputs, *n.outputs):
             if t is not None and t.dtype.is_storage:
                 raise Unsupported(f"{t.dtype} is a storage type (no kernel computes in it)")
+
+
+def _storage_typed(node: Node) -> bool:
+    try:
+        _refuse_storage_types([node])
+    except Unsupported:
+        return True
+    return False
 
 
 def _group_symbols(nodes: list[Node]) -> set[str]:
@@ -728,6 +742,7 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         reads |= {b for b in packed if b}
         if isinstance(k, kir.Conv):
             reads |= {b for b in (k.bias, k.residual) if b}
+            reads |= {w.buffer for w in k.onednn_weights}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv) and k.scratch:
             writes.add(k.scratch)

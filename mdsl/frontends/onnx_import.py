@@ -1093,8 +1093,9 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         except ShapeError:
             if mapping.mdsl_type != "Reshape" or ctx.value(node.inputs[1]).dtype != object:
                 raise
-            # symbolic sizes no rule proves to fit (value dims): checked when it runs
-            return dynamic_reshape(ctx, node)
+            # symbolic sizes no rule proves to fit (value dims): checked when it runs,
+            # each dim bounded by its value dim (tight buffers)
+            return dynamic_reshape(ctx, node, sizes=list(ctx.value(node.inputs[1]).reshape(-1)))
         if crops is None:
             return out
         return ctx.emit("DynamicCrop", [out[0], crops], {}, name=f"{leaf or 'Pad'}_crop")
@@ -1136,14 +1137,17 @@ RUN_TIME_ATTRS = {
 }
 
 
-def dynamic_reshape(ctx: _Importer, node: OnnxNode) -> list:
+def dynamic_reshape(ctx: _Importer, node: OnnxNode, sizes: list | None = None) -> list:
     """A Reshape whose shape is computed at run time from data (not from Shape: those
-    are import-time symbolic values): a DynamicReshape, its dims data-dependent."""
+    are import-time symbolic values): a DynamicReshape, its dims data-dependent (bounded
+    by `sizes`, the shape's values as ints and value dims, when the importer knows them)."""
     shape = ctx.tensor(node.inputs[1])
     with ctx.scope_of(node) as leaf:
         if shape.dtype != DType.int64:
             shape = ctx.emit("Cast", [shape], {"to": DType.int64})[0]
         attrs = {"allowzero": bool(int(node.attrs.get("allowzero", 0)))}
+        if sizes is not None:
+            attrs["sizes"] = [s if isinstance(s, Dim) else int(s) for s in sizes]
         return ctx.emit("DynamicReshape", [ctx.input_tensor(node, 0), shape], attrs, name=leaf)
 
 

@@ -3,7 +3,13 @@
 `fold_conv_bn`: a Conv whose only reader is an inference BatchNormalization, with constant
 weights, bias and BN parameters, becomes one Conv with W' = W * s (per output channel)
 and b' = (b - mean) * s + beta, where s = gamma / sqrt(var + eps). Computed in float64,
-stored in the Conv's dtype.
+stored in the Conv's dtype. A Conv whose only reader multiplies or adds a constant that
+is one value per output channel (or one value: Caffe2 exports write a BatchNorm as BN
+followed by such a Mul and Add) folds the same way: W' = W * m, b' = b * m, or b' = b + a.
+A convolution whose epilogue is then at most bias and ReLU keeps oneDNN's layouts across
+layers (docs/cpu-kernels.md). A zero constant Pad of the spatial dims before a Conv (how
+TensorFlow-style "same" padding is exported, e.g. Hugging Face's MobileNetV2) becomes the
+Conv's own padding: no padded copy, and the tensor before it may stay in oneDNN's layout.
 
 `fuse_matmul_add`: MatMul of 2-D operands plus a bias that broadcasts to its (M, N)
 output becomes one ONNX Gemm (a BLAS call with beta*C). Higher-rank MatMul + Add (the
@@ -47,6 +53,70 @@ def _fold_bn_into_conv(m: Match) -> Tensor | None:
     return m.rewriter.emit("Conv", [x, w_t, b_t], dict(conv.attrs), like=conv).outputs[0]
 
 
+def _per_channel(value: np.ndarray, out: Tensor) -> np.ndarray | None:
+    """`value` as one number per channel of the Conv result `out` when broadcasting it
+    against `out` gives each output channel one value and leaves the shape alone."""
+    rank, channels = len(out.shape), out.shape[1]
+    if value.ndim > rank or not isinstance(channels, int):
+        return None
+    full = (1,) * (rank - value.ndim) + value.shape
+    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,))
+
+
+def _fold_affine_into_conv(m: Match) -> Tensor | None:
+    """Conv followed by `* k` or `+ k` with k constant per output channel -> one Conv."""
+    conv, root = m["conv"].producer, m.root
+    x, w, b = conv.inputs
+    k = m["k"].producer.const_value()
+    per_channel = _per_channel(k, m["conv"])
+    if per_channel is None or k.dtype != m["conv"].dtype.np or m.uses(m["conv"]) != 1:
+        return None
+    if not _is_const(w) or (b is not None and not _is_const(b)):
+        return None
+    w64 = w.producer.const_value().astype(np.float64)
+    b64 = np.zeros(w64.shape[0]) if b is None else b.producer.const_value().astype(np.float64)
+    if root.op_type == "Mul":
+        w64 = w64 * per_channel.reshape(-1, *(1,) * (w64.ndim - 1))
+        b64 = b64 * per_channel
+    else:
+        b64 = b64 + per_channel
+    dtype = w.producer.const_value().dtype
+    w_t = m.rewriter.const(w64.astype(dtype), like=conv, name="weight_scaled")
+    b_t = m.rewriter.const(b64.astype(dtype), like=conv, name="bias_shifted")
+    return m.rewriter.emit("Conv", [x, w_t, b_t], dict(conv.attrs), like=conv).outputs[0]
+
+
+def _fold_pad_into_conv(m: Match) -> Tensor | None:
+    """Conv(Pad(x)) with zero constant padding of the spatial dims -> Conv(x), its pads
+    grown by the Pad's."""
+    conv, pad = m.root, m["padded"].producer
+    x = pad.inputs[0]
+    rank = len(x.shape)
+    if len(pad.inputs) != 1 or pad.attrs.get("mode", "constant") != "constant":
+        return None
+    if (
+        pad.attrs.get("constant_value", 0.0) != 0.0
+        or conv.attrs.get("auto_pad", "NOTSET") != "NOTSET"
+    ):
+        return None
+    axes = pad.attrs.get("axes")
+    axes = range(rank) if axes is None else [a % rank for a in axes]
+    begins, ends = [0] * rank, [0] * rank
+    pads = list(pad.attrs["pads"])
+    for i, a in enumerate(axes):
+        begins[a], ends[a] = pads[i], pads[i + len(pads) // 2]
+    if any(begins[:2] + ends[:2]) or min(begins + ends) < 0:
+        return None
+    spatial = rank - 2
+    own = list(conv.attrs.get("pads") or (0,) * (2 * spatial))
+    grown = [own[i] + begins[2 + i] for i in range(spatial)]
+    grown += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
+    attrs = dict(conv.attrs, pads=tuple(grown))
+    return m.rewriter.emit("Conv", [x, *conv.inputs[1:]], attrs, like=conv).outputs[0]
+
+
 def folded_conv_params(w, b, scale, bias, mean, var, *, epsilon: float):
     """Weights and bias of a Conv equal to Conv(w, b) followed by BatchNorm."""
     s = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
@@ -68,14 +138,23 @@ CONV_BN_RULES = PatternMatcher(
                 Pat.cvar("var"),
             ),
             _fold_bn_into_conv,
-        )
+        ),
+        (Pat("Mul", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
+        (Pat("Add", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
+        (Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), None), _fold_pad_into_conv),
+        (
+            Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), Pat.var("b")),
+            _fold_pad_into_conv,
+        ),
     ]
 )
 
 
 @register("fold_conv_bn", levels=(2, 3))
 def fold_conv_bn(g: Graph) -> PassResult:
-    """Fold inference BatchNormalization into the Conv before it (constant params).
+    """Fold inference BatchNormalization, and Mul / Add of a constant per output
+    channel, into the Conv before it (constant params), and a zero Pad of the spatial
+    dims into the Conv after it.
 
     >>> import mdsl
     >>> with mdsl.Graph("demo") as g:
@@ -87,7 +166,11 @@ def fold_conv_bn(g: Graph) -> PassResult:
     ['Input', 'Const', 'Const', 'Conv', 'Output']
     """
     count = CONV_BN_RULES.sweep(g)
-    return PassResult(g, count > 0, f"folded {count} BatchNormalization(s) into Conv")
+    return PassResult(
+        g,
+        count > 0,
+        f"folded {count} BatchNormalization / per-channel Mul / Add / Pad node(s) into Conv",
+    )
 
 
 # -- MatMul + Add -> Gemm -------------------------------------------------------------------

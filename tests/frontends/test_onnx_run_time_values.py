@@ -28,9 +28,16 @@ ON_INTERPRETER = [
     "test_hannwindow_symmetric",
     "test_center_crop_pad_crop_and_pad",
     "test_affine_grid_2d",
+    "test_affine_grid_3d",
     "test_loop11",  # x[i:i + 1] in a Loop body, stacked as a scan output
 ]
-ON_C = ["test_range_float_type_positive_delta", "test_tile", "test_top_k", "test_hannwindow"]
+ON_C = [
+    "test_range_float_type_positive_delta",
+    "test_tile",
+    "test_top_k",
+    "test_hannwindow",
+    "test_affine_grid_3d",  # a DynamicReshape to value dims, its buffers sized by them
+]
 
 
 def _run_case(name: str, backend: str) -> None:
@@ -357,3 +364,17 @@ def test_a_slice_with_run_time_axes_and_steps_matches_onnxruntime(backend):
         np.testing.assert_array_equal(run(**feeds)["y"], want)
     with pytest.raises(mdsl.ExecutionError, match="outside rank"):
         run(x=x, axes=np.array([2]), steps=np.array([1]))
+
+
+def test_a_run_time_reshape_to_value_dims_is_bounded_by_them_not_by_numel():
+    """AffineGrid 3-D reshapes (N, D*H*W, 3) to (N, D, H, W, 3) read from `size`: each
+    dim's bound is its value dim, so the buffers hold numel elements (numel(x) per dim
+    would make them numel**5: "out of memory" on C)."""
+    from mdsl.ops.dynamic import dynamic_bounds
+
+    (case,) = collect_cases(["test_affine_grid_3d"])
+    g = import_model(case.model, label=case.name)
+    (node,) = [n for n in g if n.op_type == "DynamicReshape"]
+    bounds = list(dynamic_bounds(node).values())
+    assert bounds[-1] == 3 and bounds[:-1] == list(node.attrs["sizes"])[:-1]
+    assert all(isinstance(b, mdsl.Dim) and b.name for b in bounds[:-1])  # bare value dims

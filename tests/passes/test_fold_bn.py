@@ -46,7 +46,10 @@ def test_conv_bn_folds_into_one_conv(bias, group):
     conv = g2.node("Conv_1")
     assert conv.attrs == g.node("Conv").attrs
     assert [t.producer.name for t in conv.inputs[1:]] == ["weight_bn_folded", "bias_bn_folded"]
-    assert g2.pass_log[0].summary == "folded 1 BatchNormalization(s) into Conv"
+    assert (
+        g2.pass_log[0].summary
+        == "folded 1 BatchNormalization / per-channel Mul / Add / Pad node(s) into Conv"
+    )
     assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
 
 
@@ -78,6 +81,92 @@ def test_resnet_style_blocks_fold_at_level_2():
     g2 = mdsl.optimize(g, level=2)
     assert count(g2, "BatchNormalization") == 0 and count(g2, "Conv") == 1
     assert count(mdsl.optimize(g, level=1), "BatchNormalization") == 1
+    assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
+
+
+def caffe2_bn_graph(k_shape, *, bias=True, op="both", reuse_conv=False, channels=5):
+    """Conv -> BatchNorm -> Mul(k) -> Add(k'), as Caffe2 exports a BN (Inception v2,
+    DenseNet), with k of shape `k_shape` (`op` "mul", "add" or "both")."""
+    with mdsl.Graph("g") as g:
+        x = g.input("x", ("N", 3, 7, 7))
+        w = g.const("w", RNG.standard_normal((channels, 3, 3, 3)).astype(np.float32))
+        b = g.const("b", RNG.standard_normal(channels).astype(np.float32)) if bias else None
+        y = ops.conv2d(x, w, b, pads=1)
+        z = ops.batch_norm(y, *bn_params(g, channels), epsilon=1e-5)
+        if op in ("mul", "both"):
+            z = z * g.const("k_mul", RNG.uniform(0.5, 2, k_shape).astype(np.float32))
+        if op in ("add", "both"):
+            z = z + g.const("k_add", RNG.uniform(-1, 1, k_shape).astype(np.float32))
+        g.output(ops.relu(z), "z")
+        if reuse_conv:
+            g.output(y, "conv")
+    return g
+
+
+@pytest.mark.parametrize("op", ["mul", "add", "both"])
+@pytest.mark.parametrize("k_shape", [(5, 1, 1), (1, 5, 1, 1), (1,), ()])
+@pytest.mark.parametrize("bias", [True, False])
+def test_per_channel_mul_and_add_after_a_conv_fold_into_it(op, k_shape, bias):
+    g = caffe2_bn_graph(k_shape, bias=bias, op=op)
+    g2 = mdsl.passes.run(g, ["fold_conv_bn", "dce"])
+    assert op_types(g2) == ["Input", "Const", "Const", "Conv", "Relu", "Output"]
+    assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("k_shape", "reuse"),
+    [
+        ((5, 7, 1), False),  # varies along H: not one value per channel
+        ((1, 1, 7), False),  # varies along W
+        ((1, 1, 5, 1, 1), False),  # adds a dim
+        ((5, 1, 1), True),  # the conv's result is also read elsewhere
+    ],
+)
+def test_mul_add_that_are_not_per_channel_stay(k_shape, reuse):
+    g = caffe2_bn_graph(k_shape, op="both", reuse_conv=reuse)
+    g2 = mdsl.passes.run(g, ["fold_conv_bn", "dce"])
+    assert count(g2, "Mul") == 1 and count(g2, "Add") == 1
+    assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
+
+
+def pad_conv_graph(pads, *, axes=None, mode="constant", value=0.0, bias=True, conv_pads=0):
+    with mdsl.Graph("g") as g:
+        x = g.input("x", ("N", 3, 8, 9))
+        w = g.const("w", RNG.standard_normal((5, 3, 3, 3)).astype(np.float32))
+        b = g.const("b", RNG.standard_normal(5).astype(np.float32)) if bias else None
+        p = ops.pad(x, pads, value, axes, mode=mode)
+        g.output(ops.conv2d(p, w, b, strides=2, pads=conv_pads), "y")
+    return g
+
+
+@pytest.mark.parametrize(
+    ("pads", "axes", "bias", "conv_pads"),
+    [
+        ((0, 0, 0, 0, 0, 0, 1, 1), None, True, 0),  # TF "same", stride 2: after only
+        ((0, 0, 1, 2, 0, 0, 2, 0), None, False, 0),
+        ((1, 0, 0, 1), (2, 3), True, (1, 2, 0, 1)),  # onto the conv's own padding
+    ],
+)
+def test_a_zero_pad_of_the_spatial_dims_folds_into_the_conv(pads, axes, bias, conv_pads):
+    g = pad_conv_graph(pads, axes=axes, bias=bias, conv_pads=conv_pads)
+    g2 = mdsl.passes.run(g, ["fold_conv_bn", "dce"])
+    assert count(g2, "Pad") == 0 and count(g2, "Conv") == 1
+    assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("pads", "mode", "value"),
+    [
+        ((0, 0, 0, 0, 0, 0, 1, 1), "reflect", 0.0),
+        ((0, 0, 0, 0, 0, 0, 1, 1), "constant", 1.0),
+        ((1, 0, 0, 0, 0, 0, 0, 0), "constant", 0.0),  # pads the batch
+        ((0, 0, 0, -1, 0, 0, 1, 1), "constant", 0.0),  # crops
+    ],
+)
+def test_pads_the_conv_cannot_express_stay(pads, mode, value):
+    g = pad_conv_graph(pads, mode=mode, value=value)
+    g2 = mdsl.passes.run(g, ["fold_conv_bn", "dce"])
+    assert count(g2, "Pad") == 1
     assert_preserves_results(g, g2, rtol=1e-5, atol=1e-5)
 
 

@@ -129,9 +129,6 @@ CALLBACK_OPS = {
     *("TransData", "ConvTranspose"),
     *("AveragePool", "Conv", "Gemm", "MaxPool", "ReduceProd"),
     *("ArgMax", "ArgMin", "CumSum", "CumProd", "ScatterElements", "TopK", "Resize"),
-    # added for ONNX conformance (issue 17), no generated form yet
-    *("Compress",),
-    *("Unique",),
 }
 
 

@@ -4,6 +4,7 @@ where oneDNN is installed; without it the C target keeps its own kernels."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import re
 
@@ -265,23 +266,84 @@ def test_a_pool_and_concat_chain_stays_in_onednn_layouts_and_equals_torch():
     np.testing.assert_allclose(mdsl.interpret(g, {"x": x})["y"], expect, rtol=1e-4, atol=1e-4)
 
 
+def _team_graph(size=14):
+    """A 1x1 convolution oneDNN blocks differently at 1 and 2 threads, then a 3x3 one."""
+    w1, w2 = _rand(512, 1024, 1, 1) * 0.05, _rand(64, 512, 3, 3) * 0.05
+    with mdsl.Graph("team") as g:
+        xi = g.input("x", (1, 1024, size, size))
+        h = ops.conv2d(ops.conv2d(xi, g.const("w1", w1)), g.const("w2", w2), pads=1)
+        g.output(h, "y")
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    return g, lambda x: F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
+
+
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 def test_weights_are_reordered_into_the_layout_of_the_primitive_the_call_makes(threads):
     """oneDNN blocks a 1x1 convolution's weights by the team size the primitive is made
-    at (this one differently at 1 and 2 threads): a layout chosen at plan time, in a
-    process of another team size, gave wrong results."""
-    w1, w2 = _rand(512, 1024, 1, 1) * 0.05, _rand(64, 512, 3, 3) * 0.05
-    with mdsl.Graph("team") as g:
-        xi = g.input("x", (1, 1024, 14, 14))
-        h = ops.conv2d(ops.conv2d(xi, g.const("w1", w1)), g.const("w2", w2), pads=1)
-        g.output(h, "y")
+    at (this one differently at 1 and 2 threads): the plan reorders them for each, and
+    each call's primitive (one thread, or the whole team: the team choice alternates
+    them on its first calls) reads its own. Weights of the other team size, read in the
+    wrong layout, give wrong results."""
+    g, torch_y = _team_graph()
     exe = mdsl.compile(g, "c", threads=threads)
-    assert "oneDNN brgconv_1x1" in _source(exe)
-    x = _rand(1, 1024, 14, 14)
-    t = lambda a: torch.from_numpy(a)  # noqa: E731
-    expect = F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
-    np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+    src = _source(exe)
+    assert "oneDNN brgconv_1x1" in src
+    if onednn.plan_threads() == 2:  # this machine's blockings at 1 and 2 threads
+        assert "static const mdsl_dnnl_weights weights[2]" in src
+    for _ in range(6):
+        x = _rand(1, 1024, 14, 14)
+        np.testing.assert_allclose(exe(x=x)["y"], torch_y(x), rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_a_team_size_the_plan_did_not_reorder_for_falls_back_to_one_it_did(monkeypatch):
+    """Weights reordered only for one thread: a whole-team call, whose primitive would
+    block them otherwise, gets a primitive made for one thread instead of failing."""
+    monkeypatch.setattr(onednn, "team_sizes", lambda: (1,))
+    g, torch_y = _team_graph(size=13)
+    exe = mdsl.compile(g, "c", threads=2)
+    assert "static const mdsl_dnnl_weights weights[2]" not in _source(exe)
+    for _ in range(6):
+        x = _rand(1, 1024, 13, 13)
+        np.testing.assert_allclose(exe(x=x)["y"], torch_y(x), rtol=1e-4, atol=1e-4)
+
+
+def _primitives_made(capfd, run) -> dict[str, int]:
+    """How many oneDNN primitives of each kind `run()` made (oneDNN's verbose log of
+    primitive creation, cache hits included)."""
+    lib = ctypes.CDLL(str(onednn.library_path()))
+    capfd.readouterr()
+    lib.dnnl_set_verbose(2)
+    try:
+        run()
+    finally:
+        lib.dnnl_set_verbose(0)
+        ctypes.CDLL(None).fflush(None)
+    made = re.findall(r"create:cache_(?:hit|miss),cpu,(\w+),", capfd.readouterr().out)
+    return {kind: made.count(kind) for kind in set(made)}
+
+
+@needs_onednn
+@pytest.mark.skipif(onednn.plan_threads() < 2, reason="one processor: one team size")
+def test_calls_on_one_thread_and_on_the_team_each_have_their_primitives(capfd):
+    """A primitive runs on the team size it was made at: one made by the first call (a
+    one-thread probe of the team choice) would run every later whole-team call on one
+    thread. Each convolution and pooling makes one primitive per team size, and every
+    call, alternating team sizes, equals the interpreter."""
+    w1, w2 = _rand(24, 12, 3, 3) * 0.2, _rand(24, 24, 3, 3) * 0.2
+    with mdsl.Graph("teams") as g:
+        xi = g.input("x", (1, 12, 11, 11))
+        h = ops.max_pool(ops.relu(ops.conv2d(xi, g.const("w1", w1), pads=1)), 2, strides=1)
+        g.output(ops.conv2d(h, g.const("w2", w2), pads=1), "y")
+    exe = mdsl.compile(g, "c", threads=2)
+    assert re.search(rf"oneDNN max pooling: {KEPT}", _source(exe))
+    xs = [_rand(1, 12, 11, 11) for _ in range(6)]
+    got = []
+    made = _primitives_made(capfd, lambda: got.extend(exe(x=x)["y"] for x in xs))
+    assert made.get("convolution") == 4 and made.get("pooling") == 2
+    for x, y in zip(xs, got):
+        np.testing.assert_allclose(y, mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4)
 
 
 @needs_onednn

@@ -155,13 +155,43 @@ def _ints(values) -> str:
     return ", ".join(str(int(v)) for v in values)
 
 
-def weights_layout_line(words: tuple[int, ...]) -> str:
-    """The C array of the layout words of weights reordered at plan time, which the
-    primitive's own choice must equal (`mdsl_dnnl_same_layout`)."""
+def weights_layout_line(words: tuple[int, ...], name: str = "w_layout") -> str:
+    """The C array `name` of the layout words of weights reordered at plan time, which
+    the primitive's own choice must equal (`mdsl_dnnl_same_layout`)."""
     return (
-        f"static const int64_t w_layout[{len(words)}] = {{{_ints(words)}}};"
+        f"static const int64_t {name}[{len(words)}] = {{{_ints(words)}}};"
         "  /* kind, ndims, padded dims, strides, blocks */"
     )
+
+
+def team_state_lines(state_type: str, name: str) -> list[str]:
+    """A kernel's two oneDNN primitive states and `s`, this call's: a primitive runs on
+    the team size it was made at, and the team choice runs calls on one thread or on the
+    whole team (made at the first call, one thread, a single primitive would pin every
+    later call to one thread)."""
+    return [
+        "/* a primitive runs on the team size it was made at: one for calls on one thread,",
+        "   one for calls on the whole team */",
+        f"static {state_type} {name}[2];",
+        f"{state_type} *const s = MDSL_DNNL_TEAM_STATE({name});",
+    ]
+
+
+def _weights_lines(k: kir.Conv) -> list[str]:
+    """The weights reordered at plan time (one per layout the primitives of the team
+    sizes chose): their layouts, `weights` as the spec takes them, `w` their buffers."""
+    lines = [weights_layout_line(w.layout, f"w_layout{i}") for i, w in enumerate(k.onednn_weights)]
+    specs = [
+        f"{{{w.elems}, w_layout{i}, {len(w.layout)}, {w.threads}}}"
+        for i, w in enumerate(k.onednn_weights)
+    ]
+    buffers = ", ".join(w.buffer for w in k.onednn_weights)
+    return [
+        *lines,
+        f"static const mdsl_dnnl_weights weights[{len(specs)}] = {{{', '.join(specs)}}};"
+        "  /* floats, layout, team size */",
+        f"const float *const w[{len(specs)}] = {{{buffers}}};",
+    ]
 
 
 def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
@@ -178,21 +208,20 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{residual} -> {_layout(k.out_layout)}"
         + (f"; {fused} fused" if fused else "")
         + "; weights reordered at plan time */",
-        "static mdsl_dnnl_conv state;",
+        *team_state_lines("mdsl_dnnl_conv", "state"),
         f"static const int64_t x_dims[4] = {{{_ints(shape.x)}}}, y_dims[4] = {{{_ints(shape.y)}}};",
         f"static const int64_t w_dims[{len(shape.w)}] = {{{_ints(shape.w)}}};",
         f"static const int64_t geometry[8] = {{{_ints(geometry)}}};  /* strides, dilates - 1, pads */",
         f"static const mdsl_dnnl_post_op post[{len(post)}] = {{{', '.join(post)}}};",
-        weights_layout_line(k.onednn_w_layout),
+        *_weights_lines(k),
         "static const mdsl_dnnl_conv_spec spec = {",
         f"{INDENT}x_dims, w_dims, y_dims, {len(shape.w)}, geometry, {int(bool(k.bias))}, "
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
-        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, {k.onednn_w_elems}, "
-        f"w_layout, {len(k.onednn_w_layout)}, {k.onednn_threads}}};",
-        "if (!mdsl_dnnl_conv_ready(&state, &spec))",
+        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}}};",
+        "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_conv_run(&state, {k.x}, {k.packed_w}, {k.bias or '0'}, "
+        f"if (mdsl_dnnl_conv_run(s, {k.x}, w, {k.bias or '0'}, "
         f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}))",
         f"{INDENT}return 1;",
     ]
@@ -225,13 +254,13 @@ def onednn_pool_body(k: kir.Pool) -> str:
     alg = POOL_MAX if k.kind == "max" else POOL_AVG_EXCLUDE_PAD
     lines = [
         f"/* oneDNN {k.kind} pooling: {_layout(k.layout)} -> {_layout(k.layout)} */",
-        "static mdsl_dnnl_pool state;",
+        *team_state_lines("mdsl_dnnl_pool", "state"),
         f"static const int64_t x_dims[4] = {{{_ints((k.n, k.c, *k.in_spatial))}}};",
         f"static const int64_t y_dims[4] = {{{_ints((k.n, k.c, *k.out_spatial))}}};",
         f"static const int64_t window[10] = {{{_ints(window)}}};  "
         "/* strides, kernel, dilates - 1, pads */",
         f"static const mdsl_dnnl_pool_spec spec = {{x_dims, y_dims, window, {alg:#x}, "
         f"{_c_tag(k.layout)}}};",
-        f"return mdsl_dnnl_pool_run(&state, &spec, {k.x}, {k.out});",
+        f"return mdsl_dnnl_pool_run(s, &spec, {k.x}, {k.out});",
     ]
     return "\n".join(INDENT + x for x in lines)

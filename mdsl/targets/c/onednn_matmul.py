@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index
-from mdsl.targets.c.conv import weights_layout_line
+from mdsl.targets.c.conv import team_state_lines, weights_layout_line
 
 INDENT = "    "
 
@@ -28,10 +28,7 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
     )
     lines = [
         f"/* oneDNN {k.onednn}: [{k.m}, {k.k}] @ [{k.k}, {k.n}], B reordered at plan time */",
-        "/* a primitive runs on the team it was made for: one for calls on one thread,",
-        "   one for calls on the whole team (the weights layout is checked for each) */",
-        f"static mdsl_dnnl_matmul {state}[2];",
-        f"mdsl_dnnl_matmul *const s = &{state}[omp_get_max_threads() > 1];",
+        *team_state_lines("mdsl_dnnl_matmul", state),
         weights_layout_line(k.onednn_b_layout),
         f"if (!mdsl_dnnl_matmul_ready(s, {sizes}))",
         f"{INDENT}return 1;",

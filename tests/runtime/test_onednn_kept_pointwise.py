@@ -133,3 +133,27 @@ def test_a_tf_same_pad_folds_into_the_depthwise_conv_and_the_chain_stays_kept(th
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cout", [32, 24])  # 24: nChw16c padded to 32 channels
+def test_a_conv_reads_a_kept_tensor_of_another_layout_through_one_reorder(cout, threads):
+    """ResNet's stem: 7x7 on 3 channels (`jit`, nChw16c) -> max pool -> two 1x1 convs
+    (`brgconv_1x1`, NHWC): the pool runs on oneDNN in nChw16c and each 1x1 reorders its
+    source from it, instead of the stem writing NCHW for a hand-written pool."""
+    with mdsl.Graph("stem") as g:
+        xi = g.input("x", (2, 3, 30, 30))
+        w = g.const("w", _rand(cout, 3, 7, 7, scale=0.1))
+        h = ops.relu(ops.conv2d(xi, w, g.const("b", _rand(cout)), pads=3, strides=2))
+        h = ops.max_pool(h, 3, strides=2, pads=1)
+        a = _conv(g, _conv(g, h, 16, 1, "a"), 16, 3, "a3")
+        g.output(_conv(g, h, 16, 1, "b", relu=False) + a, "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert re.search(r"oneDNN max pooling: nChw16c -> nChw16c", src)
+    assert src.count("x nChw16c") == 2
+    x = _rand(2, 3, 30, 30)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )

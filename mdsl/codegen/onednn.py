@@ -34,6 +34,7 @@ FORWARD_INFERENCE = 96  # dnnl_forward_inference
 CONVOLUTION_DIRECT = 0x1
 ELTWISE_RELU = 0x20
 ELTWISE_CLIP = 0x2E  # relu + 14
+ELTWISE_LINEAR = 0x26  # alpha * x + beta
 ELTWISE_SWISH = 0x2C  # x * sigmoid(alpha * x)
 BINARY_ADD = 0x1FFF0
 FORMAT_TAG_ANY = 1
@@ -241,15 +242,17 @@ def channel_block(layout: str) -> int:
 
 
 def eltwise(op: tuple) -> tuple[int, float, float]:
-    """oneDNN's eltwise algorithm and its alpha, beta for the post-op `op` ("relu",
-    ("clip", lo, hi) or "swish", x * sigmoid(x)).
+    """oneDNN's eltwise algorithm and its alpha, beta for the post-op `op`: ("relu",),
+    ("clip", lo, hi), ("linear", alpha, beta) or ("swish",), x * sigmoid(x).
 
     >>> eltwise(("clip", 0.0, 6.0)) == (ELTWISE_CLIP, 0.0, 6.0)
     True
     """
-    if op[0] == "clip":
-        return ELTWISE_CLIP, float(op[1]), float(op[2])
-    return (ELTWISE_RELU, 0.0, 0.0) if op[0] == "relu" else (ELTWISE_SWISH, 1.0, 0.0)
+    if op[0] == "swish":
+        return ELTWISE_SWISH, 1.0, 0.0
+    alg = {"relu": ELTWISE_RELU, "clip": ELTWISE_CLIP, "linear": ELTWISE_LINEAR}[op[0]]
+    lo, hi = op[1:] if len(op) == 3 else (0.0, 0.0)
+    return alg, float(lo), float(hi)
 
 
 @functools.lru_cache(maxsize=1)

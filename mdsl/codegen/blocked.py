@@ -11,8 +11,8 @@ when every kernel that touches it can take it so:
 - its writer: a oneDNN convolution whose epilogue is all post-ops and whose primitive
   chose a blocked destination; a pooling or channel Concat whose inputs are blocked; an
   element-wise kernel reading a blocked tensor;
-- its readers: oneDNN convolutions taking it as their source (in the block their
-  primitive chose) or as their residual (the sum post-op reorders or copies it into the
+- its readers: oneDNN convolutions taking it as their source (in the layout their
+  primitive chose, or reordered from another into their scratch) or as their residual (the sum post-op reorders or copies it into the
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
   out) and channel Concats whose output is blocked (each input's channels a multiple of
   the block, so every input is one contiguous run of the output per image: the copy
@@ -144,7 +144,11 @@ def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
         return False
     if r.epilogue is not None and b in {a.buffer for a in r.epilogue.loads.values()}:
         return False
-    return (b == r.x and r.src_layout == tag) or (b == r.residual and b != r.x)
+    # a source in another layout than the primitive's is reordered into its scratch (one
+    # reorder, where NCHW between them would take two: ResNet's nChw16c stem and pool
+    # before NHWC 1x1 convolutions)
+    takes_x = r.src_layout == tag or r.onednn_src_elems > 0
+    return (b == r.x and takes_x) or (b == r.residual and b != r.x)
 
 
 def _shape_of(writer) -> tuple:

@@ -61,7 +61,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
-from mdsl.ops.runtime_sizes import value_symbols
+from mdsl.ops.runtime_sizes import reads_sizes_inside, value_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
@@ -298,6 +298,8 @@ def _check_bound(g: Graph, control_flow: bool) -> None:
         known |= {s for n in sub if is_control_flow(n) for s in n.attrs.get("dynamic") or ()}
         known |= {s for n in sub for s in _bounded_symbols(n)}
     known |= {s for n in g for s in value_symbols(n)}  # bound before the run
+    if control_flow:  # bound where they run: their control-flow node is a callback
+        known |= {s for sub in all_graphs(g) for n in sub for s in value_symbols(n)}
     for sub in all_graphs(g) if control_flow else [g]:
         for node in sub:
             for t in node.outputs:
@@ -528,6 +530,8 @@ class _PlanBuilder:
         single = _Group([node], outputs, group_kind([node]))
         if _bounded_symbols(node):
             return [self._lower_data_dependent(node)]
+        if node.subgraphs and reads_sizes_inside(node):
+            return [self._lower_sized_inside(node)]
         try:
             _refuse_storage_types([node])
             if self.c_bindings and c_binding(node):
@@ -557,6 +561,20 @@ class _PlanBuilder:
         self.plan.fallbacks.append(
             f"{node.name} ({node.op_type}) runs in Python: its output sizes depend on its "
             "input values"
+        )
+        return lower_callback(self.ctx, node)
+
+    def _lower_sized_inside(self, node: Node) -> kir.Callback:
+        """A control-flow node whose subgraphs read sizes off tensor values (ValueDims:
+        values that may change every time a body runs) runs as a callback: the
+        interpreter binds those sizes each time, checked, and plans its arrays by them.
+        Its own dynamic dims are sized by their bounds, as for a planned node."""
+        from mdsl.codegen.lower_control import register_callback_bounds
+
+        register_callback_bounds(self, node)
+        self.plan.fallbacks.append(
+            f"{node.name} ({node.op_type}) runs in Python: its subgraphs read sizes off "
+            "tensor values each time they run"
         )
         return lower_callback(self.ctx, node)
 

@@ -62,6 +62,10 @@ Types
   from the arrays: for a subgraph, from its parameters each time it is entered (so each
   iteration rebinds the loop's symbols); after the node, from its outputs. Code
   generators do the same (`ControlFlow.dynamic`).
+- A symbol a node inside a subgraph binds (a ValueDims or data-dependent node, a nested
+  control-flow node) is local to one run of that subgraph: it is bound afresh each time
+  the subgraph runs and reaches the enclosing graph only through the node's `dynamic`
+  dims (docs/dynamic-shapes.md, section 2c).
 
 The type rules are node-level (they read the subgraphs), installed as the OpDef's
 `extra["infer_node"]`; the verifier uses them through `infer_node_types`.

@@ -25,7 +25,6 @@ from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
-from mdsl.targets.c.render import render_c
 from mdsl.targets.output_pool import OutputPool
 from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.interpreter import bind_value_dims
@@ -69,6 +68,14 @@ def _load_library(path: Path):
 
 
 _log = get_logger(__name__)
+
+
+def render_c(plan: Plan, profile: bool = False) -> str:
+    """`mdsl.targets.c.render.render_c`, imported on first use: a variant loaded from the
+    compile cache renders nothing, and the renderer's imports (Jinja) cost 0.1 s."""
+    from mdsl.targets.c.render import render_c as render
+
+    return render(plan, profile=profile)
 
 
 def build_variant(

@@ -1,0 +1,250 @@
+"""The compile cache (`mdsl.runtime.compile_cache`): a warm `mdsl.compile` does no
+optimizing, planning, rendering, drawing or building (counted, not timed); any change to
+the graph, a weight, an attr, an option or mdsl's code misses; a damaged or tampered
+entry is a clean miss; a hit computes what the interpreter does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import mdsl
+from mdsl.codegen import toolchain
+from mdsl.ir.initializer import ParamInit
+from mdsl.ops import bindings
+from mdsl.passes import manager
+from mdsl.runtime import compile_cache
+from mdsl.runtime.compile import make_backend
+from mdsl.targets.c import backend
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((5, 64)).astype(np.float32)
+W = (RNG.standard_normal((64, 96)) / 8).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def cache_on(module_cache, monkeypatch):
+    """The cache on, in a private folder, with only mdsl's own registrations (tests run
+    before in this process may have left custom ops, which turn the cache off)."""
+    monkeypatch.setattr(
+        bindings, "_TABLE", {k: b for k, b in bindings._TABLE.items() if b.from_mdsl}
+    )
+    own_passes = {k: p for k, p in manager._REGISTRY.items() if p.fn.__module__.startswith("mdsl.")}
+    monkeypatch.setattr(manager, "_REGISTRY", own_passes)
+    monkeypatch.setenv("MDSL_COMPILE_CACHE", "1")
+    monkeypatch.setenv("MDSL_CACHE_DIR", str(module_cache))
+    monkeypatch.setenv("MDSL_CONFIG_DIR", str(module_cache / "config"))  # the signing key
+
+
+@pytest.fixture
+def work(monkeypatch):
+    """Counts of the compile's stages: optimize, plan, render, gcc, weights drawn."""
+    counts = {"optimize": 0, "plan": 0, "render": 0, "gcc": 0, "draw": 0}
+
+    def counting(owner, name, stage):
+        original = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            counts[stage] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    counting(manager, "optimize", "optimize")
+    counting(backend, "plan_variant", "plan")
+    counting(backend, "render_c", "render")
+    counting(toolchain, "_build_entry", "gcc")
+    counting(ParamInit, "_draw", "draw")
+    return counts
+
+
+def graph(name="cached", w=W, alpha=0.5, symbolic=True):
+    """A GEMM on a constant weight, a drawn parameter, an attr and a row kernel."""
+    with mdsl.Graph(name) as g:
+        x = g.input("x", ("N" if symbolic else 5, 64))
+        h = x @ g.const("w", w) + mdsl.param("b", (96,), seed=4)
+        h = mdsl.ops.leaky_relu(h, alpha=alpha) @ mdsl.param("v", (96, 48), seed=5)
+        g.output(mdsl.ops.softmax(h), "y")
+    return g
+
+
+def check_against_interpreter(exe, g, x=X):
+    expected = mdsl.interpret(g, {"x": x})["y"]
+    np.testing.assert_allclose(exe(x=x)["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_warm_compile_does_no_compile_work_and_equals_the_interpreter(work):
+    cold = mdsl.compile(graph("warm"), backend="c")
+    assert work["optimize"] == 1 and work["plan"] == 1 and work["render"] == 1
+    work.update(dict.fromkeys(work, 0))
+    g = graph("warm")  # the same model built again, as a new process would
+    exe = mdsl.compile(g, backend="c")
+    assert work == dict.fromkeys(work, 0)  # no optimize, plan, render, gcc, nor weights drawn
+    assert exe is not cold and exe.variants()
+    check_against_interpreter(exe, g)
+    check_against_interpreter(exe, g, X[:2])  # another batch: the symbolic build
+    assert work["plan"] == 0 and work["gcc"] == 0
+    np.testing.assert_array_equal(exe(x=X)["y"], cold(x=X)["y"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_hit_runs_at_the_threads_asked_for(threads, work):
+    mdsl.compile(graph("threads", symbolic=False), backend="c", threads=1)
+    work.update(dict.fromkeys(work, 0))
+    g = graph("threads", symbolic=False)
+    exe = mdsl.compile(g, backend="c", threads=threads)
+    assert work["plan"] == 0 and exe.threads == threads
+    check_against_interpreter(exe, g)
+
+
+def changed_weight():
+    w = W.copy()
+    w[17, 3] += 0.25
+    return graph("change", w=w)
+
+
+@pytest.mark.parametrize(
+    "changed, options",
+    [
+        (changed_weight, {}),  # one value of a constant
+        (lambda: graph("change", alpha=0.25), {}),  # an attr
+        (lambda: graph("change", symbolic=False), {}),  # a type
+        (lambda: graph("change"), {"opt_level": 1}),  # an option
+        (lambda: graph("change"), {"debug": True}),
+    ],
+    ids=["weight", "attr", "type", "opt_level", "debug"],
+)
+def test_any_change_misses_and_gives_the_new_results(changed, options, work):
+    mdsl.compile(graph("change"), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    g = changed()
+    exe = mdsl.compile(g, backend="c", **options)
+    assert work["optimize"] == 1 and work["plan"] == 1
+    check_against_interpreter(exe, g)
+
+
+def test_a_parameter_drawn_from_another_seed_misses(work):
+    def with_seed(seed):
+        with mdsl.Graph("seeded") as g:
+            x = g.input("x", ("N", 64))
+            g.output(x @ mdsl.param("w", (64, 8), seed=seed), "y")
+        return g
+
+    mdsl.compile(with_seed(1), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    g = with_seed(2)
+    exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1
+    check_against_interpreter(exe, g)
+
+
+def test_other_mdsl_code_or_templates_miss(work, monkeypatch, tmp_path):
+    mdsl.compile(graph("code"), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    monkeypatch.setattr(compile_cache, "code_digest", lambda: "another mdsl")
+    mdsl.compile(graph("code"), backend="c")
+    assert work["plan"] == 1
+    # and the digest follows every file's text: a template edited by one byte
+    shutil.copytree(_templates(), tmp_path / "t")
+    before = compile_cache.tree_digest([tmp_path / "t"])
+    template = next((tmp_path / "t").rglob("*.j2"))
+    template.write_text(template.read_text() + " ")
+    assert compile_cache.tree_digest([tmp_path / "t"]) != before
+
+
+def _templates():
+    from mdsl.codegen.templates import template_dir
+
+    return template_dir("c")
+
+
+def entry_of(g, **options) -> os.PathLike:
+    target = make_backend("c")
+    opts = {"backend": "c", "opt_level": 2, "debug": False, "specialize": None, **options}
+    key = compile_cache.compile_key(g, target, opts)
+    return compile_cache._root() / key
+
+
+def damage_arrays(entry):
+    data = bytearray((entry / compile_cache.ARRAYS).read_bytes())
+    data[len(data) // 2] ^= 0x40
+    (entry / compile_cache.ARRAYS).write_bytes(bytes(data))
+
+
+def damage_manifest(entry):
+    manifest = json.loads((entry / compile_cache.MANIFEST).read_text())
+    manifest["libraries"] = {name: "0" * 64 for name in manifest["libraries"]}
+    (entry / compile_cache.MANIFEST).write_text(json.dumps(manifest))
+
+
+def truncate_library(entry):
+    library = next(entry.glob("*.so"))
+    library.write_bytes(library.read_bytes()[:4096])
+
+
+def damage_state(entry):
+    (entry / compile_cache.STATE).write_bytes(b"\x80\x05garbage")
+
+
+def open_up(entry):
+    os.chmod(entry / compile_cache.STATE, 0o666)
+
+
+@pytest.mark.parametrize(
+    "damage", [damage_arrays, damage_manifest, truncate_library, damage_state, open_up]
+)
+def test_a_damaged_or_tampered_entry_is_a_clean_miss(damage, work, caplog):
+    g = graph(f"damaged_{damage.__name__}")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    assert entry.is_dir()
+    damage(entry)
+    work.update(dict.fromkeys(work, 0))
+    with caplog.at_level(logging.WARNING, logger="mdsl"):
+        exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1  # compiled again
+    assert any("not used" in r.getMessage() for r in caplog.records)
+    check_against_interpreter(exe, g)
+    work.update(dict.fromkeys(work, 0))
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)  # the entry was replaced
+    assert work["plan"] == 0
+
+
+def test_a_custom_op_in_the_process_turns_the_cache_off(work, sandbox, caplog):
+    mdsl.register_op_impl("Relu", lambda x: np.maximum(x, 0), backend="python")
+    with caplog.at_level(logging.INFO, logger="mdsl"):
+        mdsl.compile(graph("custom"), backend="c")
+        mdsl.compile(graph("custom"), backend="c")
+    assert work["plan"] == 2
+    assert any("compile cache not used" in r.getMessage() for r in caplog.records)
+
+
+def test_specialized_variants_come_back_from_the_cache(work):
+    mdsl.compile(graph("gears"), backend="c", specialize={"N": [2, 5]})
+    work.update(dict.fromkeys(work, 0))
+    g = graph("gears")
+    exe = mdsl.compile(g, backend="c", specialize={"N": [2, 5]})
+    assert work["plan"] == 0
+    assert sorted(exe.variants()) == [(("N", 2),), (("N", 5),)]
+    check_against_interpreter(exe, g)
+    check_against_interpreter(exe, g, X[:2])
+    assert work["plan"] == 0
+
+
+def test_turned_off_by_the_environment(work, monkeypatch):
+    monkeypatch.setenv("MDSL_COMPILE_CACHE", "0")
+    mdsl.compile(graph("off"), backend="c")
+    mdsl.compile(graph("off"), backend="c")
+    assert work["plan"] == 2

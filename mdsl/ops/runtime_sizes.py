@@ -27,6 +27,8 @@ when a run exceeds it (`mdsl.codegen.plan.capacity_symbol`). A value below 0 or 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from mdsl.ir.dim import MAX_DIM
@@ -327,6 +329,8 @@ def _dynamic_crop_ref(x, crops, **_):
 
 
 register_op_impl("DynamicCrop", _dynamic_crop_ref)
+C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
+register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
 data_dependent(
     "DynamicCrop",
     count=lambda x, crops, **_: x.rank,

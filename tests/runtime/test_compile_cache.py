@@ -249,3 +249,12 @@ def test_turned_off_by_the_environment(work, monkeypatch):
     mdsl.compile(graph("off"), backend="c")
     mdsl.compile(graph("off"), backend="c")
     assert work["plan"] == 2
+
+
+def test_a_hit_saves_and_loads_as_a_compiled_executable(work, tmp_path):
+    mdsl.compile(graph("saved"), backend="c")
+    g = graph("saved")
+    exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1  # the first compile only
+    exe.save(tmp_path / "saved")
+    check_against_interpreter(mdsl.load_executable(tmp_path / "saved"), g)

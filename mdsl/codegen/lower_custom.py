@@ -47,6 +47,24 @@ def lower_custom_call(ctx, node: Node, failure=None) -> kir.CustomCall:
     )
 
 
+def lower_source_call(ctx, node: Node, source: str, symbol: str, attrs: tuple) -> kir.CustomCall:
+    """A call of C function `symbol` of `source` (mdsl's own C forms: the same calling
+    convention as a "c" binding, with attrs the lowering chose)."""
+    return kir.CustomCall(
+        ctx.fresh("k") + "_c_" + symbol.lower()[:20],
+        [kir.NodeRef(node.name, node.op_type, node.source)],
+        _renamed(symbol, source),
+        symbol,
+        source,
+        None,
+        [None if t is None else ctx.buffer_of(t) for t in node.inputs],
+        [ctx.buffer_of(t) for t in node.outputs],
+        [None if t is None else (t.dtype, _shape(t)) for t in node.inputs],
+        [(t.dtype, _shape(t)) for t in node.outputs],
+        attrs,
+    )
+
+
 def _renamed(symbol: str, source: str) -> str:
     digest = hashlib.sha256(source.encode()).hexdigest()[:10]
     return f"mdsl_cop_{digest}_{symbol}"

@@ -6,7 +6,8 @@ a library there needs the whole compile but gcc. This cache is keyed by what dec
 compile: the graph (its serialized form, `mdsl.ir.serialize`, with each array replaced by
 its SHA-256 and each deferred parameter by its recipe), the compile options, this mdsl's
 code and templates, the registered passes and implementation bindings, the compiler and
-flags, the machine (CPU model and flags, core count) and the `MDSL_*` / oneDNN
+flags, the machine (CPU model and flags, core count), whether oneDNN is used (installed,
+not turned off by `onednn.disabled()`) and the `MDSL_*` / oneDNN
 variables. An entry (`compiled/<key>/` in the cache folder) holds the Executable's
 parts: the optimized graph and each variant's Plan (memory plan, kernel table, sources)
 pickled, the plan's arrays (packed and reordered weights) in one file the loaded plan
@@ -226,12 +227,13 @@ def _machine() -> dict:
 
     from mdsl.codegen import onednn
 
-    dnnl = onednn.library_path()
+    dnnl = onednn.library_path() if onednn.available() else None  # `onednn.disabled()` too
     stat = dnnl.stat() if dnnl is not None else None
     return {
         "platform": [platform.system(), platform.machine(), sys.version],
         "cpu": _cpu(),
         "cpus": os.cpu_count(),
+        "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
         "cffi": cffi.__version__,
         "onednn": None if stat is None else [str(dnnl), stat.st_size, stat.st_mtime_ns],

@@ -312,7 +312,12 @@ def test_run_time_pads_that_crop_and_a_run_time_reshape_match_onnxruntime(backen
 @pytest.mark.parametrize(
     ("pads", "shape", "message"),
     [
-        ([-2, 0, -2, 0], [-1, 4], "makes the dim negative"),
+        # on C the crop's C function reports the size it would give (-1), checked there
+        (
+            [-2, 0, -2, 0],
+            [-1, 4],
+            r"makes the dim negative|-1 entries along axis 0, outside \[0, ",
+        ),
         ([0] * 4, [5, 5], "cannot reshape"),
         ([0] * 4, [-3, 4], "negative size"),
     ],

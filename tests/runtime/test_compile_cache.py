@@ -258,3 +258,24 @@ def test_a_hit_saves_and_loads_as_a_compiled_executable(work, tmp_path):
     assert work["plan"] == 1  # the first compile only
     exe.save(tmp_path / "saved")
     check_against_interpreter(mdsl.load_executable(tmp_path / "saved"), g)
+
+
+def test_a_compile_with_onednn_turned_off_misses_one_with_it(work):
+    """`onednn.disabled()` (the hand-written kernels, for side-by-side benchmarks) is part
+    of the key: a graph compiled with oneDNN first is not served to it."""
+    from mdsl.codegen import onednn
+
+    w = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
+
+    def conv_graph():
+        with mdsl.Graph("conv_cached") as g:
+            g.output(mdsl.ops.conv2d(g.input("x", (1, 8, 10, 10)), g.const("w", w), pads=1), "y")
+        return g
+
+    on = mdsl.compile(conv_graph(), backend="c")
+    with onednn.disabled():
+        off = mdsl.compile(conv_graph(), backend="c")
+    assert work["plan"] == 2
+    assert "mdsl_dnnl" not in "\n".join(off.sources.values())
+    if onednn.library_path() is not None:
+        assert "mdsl_dnnl" in "\n".join(on.sources.values())

@@ -16,7 +16,9 @@ when every kernel that touches it can take it so:
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
   out) and channel Concats whose output is blocked (each input's channels a multiple of
   the block, so every input is one contiguous run of the output per image: the copy
-  kernels are rewritten to copy those runs), and element-wise kernels (a pre-activation
+  kernels are rewritten to copy those runs; a Concat whose output stays NCHW copies each
+  kept input from its layout, so DenseNet's last block and Inception's last Concat do
+  not make every tensor before them NCHW), and element-wise kernels (a pre-activation
   BatchNorm + ReLU: every operand the whole tensor or one value per channel or image).
 
 An element-wise kernel computes the same in any layout of its operands, so it is
@@ -83,6 +85,10 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
         _apply(b, tag, readers.get(b, []), writers[b], plan)
     for k in elementwise:
         _elementwise_in_layouts(k, layout)
+    for c in concats:
+        if c.out not in layout:  # copies from kept inputs into the NCHW result
+            for part in c.parts:
+                _elementwise_in_layouts(part, layout)
     return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
 
 
@@ -136,8 +142,13 @@ def _holds(b: str, layout: dict[str, str], readers: list, writer) -> bool:
 
 def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
     """Whether reader `r` can take tensor `b` (NCHW `shape`) in layout `tag`."""
-    if isinstance(r, _Concat | kir.Pool):
+    if isinstance(r, kir.Pool):
         return layout.get(r.out) == tag  # blocked in, blocked out
+    if isinstance(r, _Concat):  # blocked in and out, or copied from `tag` into NCHW
+        if r.out in layout:
+            return layout[r.out] == tag
+        parts = [p for p in r.parts if p.loads["src"].buffer == b]
+        return all(_fits(p, tag) and b in _whole(p) for p in parts)
     if isinstance(r, kir.Pointwise):  # element-wise, over the same NCHW shape
         return tuple(r.shape) == shape and b in _whole(r) and _one_layout(r, layout)
     if not isinstance(r, kir.Conv) or not r.onednn or b in (r.w, r.bias, r.out):

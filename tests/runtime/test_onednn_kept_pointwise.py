@@ -184,3 +184,23 @@ def test_silu_is_a_swish_post_op_and_an_efficientnet_block_equals_the_interprete
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_concat_read_as_nchw_copies_its_kept_inputs_from_their_layout(threads):
+    """DenseNet's last block: the last Concat is read by a global average pool (NCHW), so
+    it stays NCHW, but the tensors before it stay kept and its copies reorder them."""
+    with mdsl.Graph("last_block") as g:
+        h = ops.max_pool(_conv(g, g.input("x", (2, 5, 9, 9)), 13, 3, "stem"), 3, 1, pads=1)
+        for i in range(2):
+            y = _conv(g, _conv(g, _bn(g, h, f"bn{i}"), 16, 1, f"a{i}"), 7, 3, f"b{i}", False)
+            h = ops.concat([h, y], axis=1)
+        g.output(ops.global_average_pool(h), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert len(re.findall(rf"-> {KEPT}", src)) == 6 and "-> NCHW" not in src
+    x = _rand(2, 5, 9, 9)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )

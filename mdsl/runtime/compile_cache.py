@@ -47,6 +47,8 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -68,6 +70,7 @@ CHUNK = 32 << 20  # bytes of the arrays file per digest (hashed in parallel)
 ALIGN = 64
 MAX_CACHE_BYTES = 8 << 30  # entries beyond this, least recently used first, are removed
 MAX_SMALL_FILE = 1 << 30
+STALE_SECONDS = 3600  # a half-written entry this old was left by a killed process
 # variables that change no compile (where files go, what is logged)
 IGNORED_VARIABLES = ("MDSL_CACHE_DIR", "MDSL_CONFIG_DIR", "MDSL_LOG", "MDSL_PROGRESS")
 
@@ -230,6 +233,7 @@ def _machine() -> dict:
         "platform": [platform.system(), platform.machine(), sys.version],
         "cpu": _cpu(),
         "cpus": os.cpu_count(),
+        "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
         "cffi": cffi.__version__,
         "onednn": None if stat is None else [str(dnnl), stat.st_size, stat.st_mtime_ns],
@@ -243,39 +247,73 @@ def _machine() -> dict:
 
 # -- storing ---------------------------------------------------------------------------------
 def store(key: str, exe) -> None:
-    """Keep `exe`, just compiled, under `key` (a failure is only logged: the compile
-    itself succeeded)."""
+    """Keep `exe`, just compiled, under `key`. The plan is pickled now; the files are
+    written by a thread (BERT-base: 440 MB of arrays, hashed), so the first call runs
+    meanwhile; a later `load` of `key` in this process waits for it, and the process
+    does at exit. A failure is only logged: the compile itself succeeded."""
     variants = exe.variants()
     if exe.symbolic_failure is not None or not variants:
         return
     if not all(hasattr(v, "plan") and hasattr(v, "library_path") for v in variants.values()):
         return
     try:
-        with timed(_log, "compile cache: store %s", key):
-            _store(key, exe, variants)
-    except Exception as e:  # a plan that does not pickle, a full disk: compile as usual
-        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
-
-
-def _store(key: str, exe, variants: dict) -> None:
-    root = _root()
-    tmp = Path(tempfile.mkdtemp(prefix=".entry-", dir=root))  # mode 0700, ours
-    try:
-        libraries = []
-        for i, variant in enumerate(variants.values()):
-            name = f"{i}-{Path(variant.library_path).name}"
-            shutil.copyfile(variant.library_path, tmp / name)
-            libraries.append(name)
         state = {
             "graph": exe.graph,
             "debug_outputs": exe.debug_outputs,
             "specialize": exe.specialize,
             "variants": [
-                (signature, _without_unread_constants(v.plan), v.sources, v.toolchain, library)
-                for (signature, v), library in zip(variants.items(), libraries)
+                (signature, _without_unread_constants(v.plan), v.sources, v.toolchain, i)
+                for i, (signature, v) in enumerate(variants.items())
             ],
         }
         pickled, buffers = _pickle(state)
+        libraries = [Path(v.library_path) for v in variants.values()]
+    except Exception as e:  # a plan that does not pickle: compiled as usual
+        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
+        return
+    writer = threading.Thread(
+        target=_write_entry, args=(key, pickled, buffers, libraries), name=f"mdsl-cache-{key[:8]}"
+    )
+    with _PENDING_LOCK:
+        _PENDING[key] = writer
+    writer.start()
+
+
+_PENDING: dict[str, threading.Thread] = {}  # entries being written, by key
+_PENDING_LOCK = threading.Lock()
+
+
+def _wait_for_store(key: str) -> None:
+    with _PENDING_LOCK:
+        writer = _PENDING.pop(key, None)
+    if writer is not None:
+        writer.join()
+
+
+def wait_for_stores() -> None:
+    """Return once every entry this process is writing is written."""
+    with _PENDING_LOCK:
+        keys = list(_PENDING)
+    for key in keys:
+        _wait_for_store(key)
+
+
+def _write_entry(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
+    try:
+        with timed(_log, "compile cache: store %s", key):
+            _write_files(key, pickled, buffers, libraries)
+    except Exception as e:  # a full disk, a cache folder gone: compiled as usual
+        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
+
+
+def _write_files(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
+    root = _root()
+    tmp = Path(tempfile.mkdtemp(prefix=".entry-", dir=root))  # mode 0700, ours
+    try:
+        names = []
+        for i, library in enumerate(libraries):  # the state names them by index
+            names.append(f"{i}.so")
+            shutil.copyfile(library, tmp / names[-1])
         (tmp / STATE).write_bytes(pickled)
         layout = _write_arrays(tmp / ARRAYS, buffers)
         manifest = {
@@ -284,7 +322,7 @@ def _store(key: str, exe, variants: dict) -> None:
             "key": key,
             "state": _sha256(pickled),
             "arrays": {"buffers": layout, "chunks": _file_chunk_digests(tmp / ARRAYS)},
-            "libraries": {name: _sha256((tmp / name).read_bytes()) for name in libraries},
+            "libraries": [_sha256((tmp / name).read_bytes()) for name in names],
         }
         text = json.dumps(manifest, indent=1, sort_keys=True).encode()
         (tmp / MANIFEST).write_bytes(text)
@@ -432,6 +470,8 @@ def _evict(root: Path, keep: str) -> None:
     MAX_CACHE_BYTES."""
     entries = []
     for entry in root.iterdir():
+        if entry.name.startswith(".entry-") and _older_than(entry, STALE_SECONDS):
+            shutil.rmtree(entry, ignore_errors=True)  # a writer that was killed
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         try:
@@ -448,6 +488,13 @@ def _evict(root: Path, keep: str) -> None:
             total -= size
 
 
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def _root() -> Path:
     root = trusted_cache_dir() / FOLDER
     root.mkdir(mode=0o700, exist_ok=True)
@@ -461,6 +508,7 @@ def _root() -> Path:
 def load(key: str, backend, threads: int | None):
     """The Executable stored under `key`, or None (no entry, or one failing a check:
     logged, and compiled again)."""
+    _wait_for_store(key)
     try:
         entry = _root() / key
     except CompileError as e:
@@ -489,13 +537,14 @@ def _load(entry: Path, key: str, backend, threads):
 
     manifest = _verified_manifest(entry, key)
     state_bytes = _verified_file(entry / STATE, manifest["state"])
-    libraries = {}
-    for name, digest in manifest["libraries"].items():
-        _verified_file(entry / name, digest)
-        problem = elf_problem(entry / name)
+    libraries = []
+    for i, digest in enumerate(manifest["libraries"]):
+        path = entry / f"{i}.so"
+        _verified_file(path, digest)
+        problem = elf_problem(path)
         if problem is not None:
-            raise EntryError(f"{name} is {problem}")
-        libraries[name] = entry / name
+            raise EntryError(f"{path.name} is {problem}")
+        libraries.append(path)
     buffers = _verified_arrays(entry / ARRAYS, manifest["arrays"])
     state = pickle.loads(state_bytes, buffers=buffers)
     variants = {

@@ -522,7 +522,7 @@ class _PlanBuilder:
             _refuse_storage_types(group.nodes)
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
-            if any(_bounded_symbols(n) for n in group.nodes):
+            if any(_bounded_symbols(n) or self._binds_in_block(n) for n in group.nodes):
                 raise Unsupported("a member's output sizes depend on its input values")
             return self._lower_symbolic(group, _lower_whole)
         except Unsupported as why:
@@ -539,7 +539,7 @@ class _PlanBuilder:
         single = _Group([node], outputs, group_kind([node]))
         if _bounded_symbols(node):
             return [self._lower_data_dependent(node)]
-        if is_value_binder(node) and node.graph is not self.plan.graph:
+        if self._binds_in_block(node):
             return [self._lower_body_value_dims(node)]
         try:
             _refuse_storage_types([node])
@@ -572,6 +572,11 @@ class _PlanBuilder:
             "input values"
         )
         return lower_callback(self.ctx, node)
+
+    def _binds_in_block(self, node: Node) -> bool:
+        """A ValueDims node inside control flow: its values are known only when its
+        block runs (at the top level they are bound before the run)."""
+        return is_value_binder(node) and node.graph is not self.plan.graph
 
     def _lower_body_value_dims(self, node: Node) -> kir.Callback:
         """A ValueDims node inside a control-flow subgraph binds its symbols each time its

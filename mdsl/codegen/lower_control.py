@@ -22,13 +22,11 @@ in the same buffer table and arena as the graph around it:
 from __future__ import annotations
 
 from mdsl.codegen import kir
-from mdsl.codegen.dims import free_symbols
 from mdsl.codegen.lower import Unsupported, node_ref
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import CONST, INPUT, Graph, Node, Tensor
 from mdsl.ir.naming import ascii_word
-from mdsl.ir.rewrite import all_graphs
 from mdsl.ops.control_flow import (
     CASE,
     WHILE,
@@ -37,7 +35,6 @@ from mdsl.ops.control_flow import (
     subgraph_params,
     subgraph_results,
 )
-from mdsl.ops.dynamic import dynamic_symbols
 
 
 def lower_control_flow(builder, node: Node) -> kir.Branch | kir.Loop:
@@ -107,34 +104,6 @@ def _register_branch_bounds(builder, cf: ControlFlow) -> None:
     for symbol, (dim, i, axis) in _dynamic_positions(cf).items():
         candidates = tuple(r[i].shape[axis] for r in results)
         builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max, candidates))
-
-
-def register_callback_bounds(builder, node: Node) -> None:
-    """The bounds of the dynamic dims of a control-flow node that runs as a callback
-    (its subgraphs are not planned): a loop's as for a planned loop; a branch's largest
-    size, which must not be a size only the branches compute (CompileError)."""
-    cf = control_flow(node)
-    if cf.kind == WHILE:
-        _register_loop_bounds(builder, cf)
-        return
-    inside = {
-        s for sub in cf.branches for g in all_graphs(sub) for n in g for s in dynamic_symbols(n)
-    }
-    for symbol, (_dim, i, axis) in _dynamic_positions(cf).items():
-        for sub in cf.branches:
-            size = subgraph_results(sub)[i].shape[axis]
-            local = sorted(free_symbols(size) & inside)
-            if local:
-                raise CompileError(
-                    f"output {i} dim {axis} ({symbol}) is {size} in {sub.name}, a size that "
-                    f"branch computes from tensor values ({', '.join(local)}), so compiled "
-                    "backends cannot size it before the node runs; run this graph with "
-                    "mdsl.interpret (or backend='python')",
-                    node=node.name,
-                    op_type=node.op_type,
-                    source=node.source,
-                )
-    _register_branch_bounds(builder, cf)
 
 
 # -- While -----------------------------------------------------------------------------------------

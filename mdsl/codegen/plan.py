@@ -61,7 +61,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
-from mdsl.ops.runtime_sizes import reads_sizes_inside, value_symbols
+from mdsl.ops.runtime_sizes import is_value_binder, value_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
@@ -115,6 +115,9 @@ class Plan:
     # symbols ValueDims nodes read off tensor values: bound before the run (from the
     # feeds, `mdsl.targets.signatures`), like the feeds' symbols
     value_symbols: list[str] = field(default_factory=list)
+    # capacities of the symbols ValueDims nodes inside control flow bind each time their
+    # block runs (`capacity_symbol`): bound before the run too, grown when exceeded
+    capacities: list[str] = field(default_factory=list)
     bounds: list[DynamicBound] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -228,6 +231,12 @@ class NotSymbolic(CompileError):
     """A kernel cannot be generated with its symbolic dims (the caller specializes)."""
 
 
+def capacity_symbol(symbol: str) -> str:
+    """The symbol holding how large value dim `symbol` (bound inside a control-flow
+    block) may be in this run's memory layout."""
+    return f"{symbol}_capacity"
+
+
 def slot_name(index: int) -> str:
     """The identifier of symbol slot `index` in generated code."""
     return f"dim{index}"
@@ -333,7 +342,7 @@ def _name_symbol_slots(plan: Plan) -> None:
                 if s not in inputs:
                     inputs.append(s)
     used = free_symbols(plan.kernels) | free_symbols(plan.buffers) | free_symbols(plan.bounds)
-    values = [s for n in g for s in value_symbols(n)]
+    values = [s for n in g for s in value_symbols(n)] + plan.capacities
     inputs += [s for s in values if s not in inputs]
     dynamic = [b.symbol for b in plan.bounds]
     rest = sorted(used - set(inputs) - set(dynamic))
@@ -513,7 +522,7 @@ class _PlanBuilder:
             _refuse_storage_types(group.nodes)
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
-            if any(_bounded_symbols(n) for n in group.nodes):
+            if any(_bounded_symbols(n) or self._binds_in_block(n) for n in group.nodes):
                 raise Unsupported("a member's output sizes depend on its input values")
             return self._lower_symbolic(group, _lower_whole)
         except Unsupported as why:
@@ -530,8 +539,8 @@ class _PlanBuilder:
         single = _Group([node], outputs, group_kind([node]))
         if _bounded_symbols(node):
             return [self._lower_data_dependent(node)]
-        if node.subgraphs and reads_sizes_inside(node):
-            return [self._lower_sized_inside(node)]
+        if self._binds_in_block(node):
+            return [self._lower_body_value_dims(node)]
         try:
             _refuse_storage_types([node])
             if self.c_bindings and c_binding(node):
@@ -564,17 +573,24 @@ class _PlanBuilder:
         )
         return lower_callback(self.ctx, node)
 
-    def _lower_sized_inside(self, node: Node) -> kir.Callback:
-        """A control-flow node whose subgraphs read sizes off tensor values (ValueDims:
-        values that may change every time a body runs) runs as a callback: the
-        interpreter binds those sizes each time, checked, and plans its arrays by them.
-        Its own dynamic dims are sized by their bounds, as for a planned node."""
-        from mdsl.codegen.lower_control import register_callback_bounds
+    def _binds_in_block(self, node: Node) -> bool:
+        """A ValueDims node inside control flow: its values are known only when its
+        block runs (at the top level they are bound before the run)."""
+        return is_value_binder(node) and node.graph is not self.plan.graph
 
-        register_callback_bounds(self, node)
+    def _lower_body_value_dims(self, node: Node) -> kir.Callback:
+        """A ValueDims node inside a control-flow subgraph binds its symbols each time its
+        block runs, from values known only then: it runs as a callback writing them into
+        `dims`, and the buffers they size are planned at a capacity, a symbol bound
+        before the run like a value dim (`capacity_symbol`). A value above its capacity
+        makes the executable grow the capacity and run the call again
+        (`mdsl.targets.signatures.PlanShapes`)."""
+        for symbol in value_symbols(node):
+            capacity = capacity_symbol(symbol)
+            self.plan.capacities.append(capacity)
+            self.plan.bounds.append(DynamicBound(symbol, 0, None, (Dim(capacity),)))
         self.plan.fallbacks.append(
-            f"{node.name} ({node.op_type}) runs in Python: its subgraphs read sizes off "
-            "tensor values each time they run"
+            f"{node.name} ({node.op_type}) runs in Python: it binds sizes each time its block runs"
         )
         return lower_callback(self.ctx, node)
 

@@ -12,8 +12,8 @@ Every backend binds them before the sizes they decide are needed: the interprete
 the node runs; compiled backends before the run (`mdsl.targets.signatures`: the nodes
 the values depend on run in the interpreter first), so memory is planned per call with
 the actual sizes. Inside an If/Loop body the symbols are bound each time the body runs
-and live for that run only; compiled backends run the control-flow node holding such a
-body as a callback (`reads_sizes_inside`). A value below 0 or above
+and live for that run only; compiled backends plan their buffers at a capacity grown
+when a run exceeds it (`mdsl.codegen.plan.capacity_symbol`). A value below 0 or above
 `mdsl.ir.dim.MAX_DIM` is an ExecutionError naming the node.
 
 >>> import numpy as np, mdsl
@@ -74,16 +74,6 @@ def is_value_binder(node) -> bool:
 def value_symbols(node) -> tuple[str, ...]:
     """The symbols value-binder `node` binds from its input's values (else empty)."""
     return tuple(node.attrs.get(DYNAMIC) or ()) if is_value_binder(node) else ()
-
-
-def reads_sizes_inside(node) -> bool:
-    """Whether a control-flow node's subgraphs (at any depth) hold a ValueDims node: sizes
-    bound each time a subgraph runs, from values that may change every time."""
-    return any(
-        is_value_binder(n) or (n.subgraphs and reads_sizes_inside(n))
-        for sub in node.subgraphs.values()
-        for n in sub
-    )
 
 
 def bound_values(node, array) -> dict[str, int]:

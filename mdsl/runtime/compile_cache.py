@@ -6,7 +6,8 @@ a library there needs the whole compile but gcc. This cache is keyed by what dec
 compile: the graph (its serialized form, `mdsl.ir.serialize`, with each array replaced by
 its SHA-256 and each deferred parameter by its recipe), the compile options, this mdsl's
 code and templates, the registered passes and implementation bindings, the compiler and
-flags, the machine (CPU model and flags, core count) and the `MDSL_*` / oneDNN
+flags, the machine (CPU model and flags, core count), whether oneDNN is used (installed,
+not turned off by `onednn.disabled()`) and the `MDSL_*` / oneDNN
 variables. An entry (`compiled/<key>/` in the cache folder) holds the Executable's
 parts: the optimized graph and each variant's Plan (memory plan, kernel table, sources)
 pickled, the plan's arrays (packed and reordered weights) in one file the loaded plan
@@ -46,6 +47,8 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,6 +70,7 @@ CHUNK = 32 << 20  # bytes of the arrays file per digest (hashed in parallel)
 ALIGN = 64
 MAX_CACHE_BYTES = 8 << 30  # entries beyond this, least recently used first, are removed
 MAX_SMALL_FILE = 1 << 30
+STALE_SECONDS = 3600  # a half-written entry this old was left by a killed process
 # variables that change no compile (where files go, what is logged)
 IGNORED_VARIABLES = ("MDSL_CACHE_DIR", "MDSL_CONFIG_DIR", "MDSL_LOG", "MDSL_PROGRESS")
 
@@ -223,12 +227,13 @@ def _machine() -> dict:
 
     from mdsl.codegen import onednn
 
-    dnnl = onednn.library_path()
+    dnnl = onednn.library_path() if onednn.available() else None  # `onednn.disabled()` too
     stat = dnnl.stat() if dnnl is not None else None
     return {
         "platform": [platform.system(), platform.machine(), sys.version],
         "cpu": _cpu(),
         "cpus": os.cpu_count(),
+        "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
         "cffi": cffi.__version__,
         "onednn": None if stat is None else [str(dnnl), stat.st_size, stat.st_mtime_ns],
@@ -242,39 +247,73 @@ def _machine() -> dict:
 
 # -- storing ---------------------------------------------------------------------------------
 def store(key: str, exe) -> None:
-    """Keep `exe`, just compiled, under `key` (a failure is only logged: the compile
-    itself succeeded)."""
+    """Keep `exe`, just compiled, under `key`. The plan is pickled now; the files are
+    written by a thread (BERT-base: 440 MB of arrays, hashed), so the first call runs
+    meanwhile; a later `load` of `key` in this process waits for it, and the process
+    does at exit. A failure is only logged: the compile itself succeeded."""
     variants = exe.variants()
     if exe.symbolic_failure is not None or not variants:
         return
     if not all(hasattr(v, "plan") and hasattr(v, "library_path") for v in variants.values()):
         return
     try:
-        with timed(_log, "compile cache: store %s", key):
-            _store(key, exe, variants)
-    except Exception as e:  # a plan that does not pickle, a full disk: compile as usual
-        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
-
-
-def _store(key: str, exe, variants: dict) -> None:
-    root = _root()
-    tmp = Path(tempfile.mkdtemp(prefix=".entry-", dir=root))  # mode 0700, ours
-    try:
-        libraries = []
-        for i, variant in enumerate(variants.values()):
-            name = f"{i}-{Path(variant.library_path).name}"
-            shutil.copyfile(variant.library_path, tmp / name)
-            libraries.append(name)
         state = {
             "graph": exe.graph,
             "debug_outputs": exe.debug_outputs,
             "specialize": exe.specialize,
             "variants": [
-                (signature, _without_unread_constants(v.plan), v.sources, v.toolchain, library)
-                for (signature, v), library in zip(variants.items(), libraries)
+                (signature, _without_unread_constants(v.plan), v.sources, v.toolchain, i)
+                for i, (signature, v) in enumerate(variants.items())
             ],
         }
         pickled, buffers = _pickle(state)
+        libraries = [Path(v.library_path) for v in variants.values()]
+    except Exception as e:  # a plan that does not pickle: compiled as usual
+        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
+        return
+    writer = threading.Thread(
+        target=_write_entry, args=(key, pickled, buffers, libraries), name=f"mdsl-cache-{key[:8]}"
+    )
+    with _PENDING_LOCK:  # started inside: whoever waits for it finds it started
+        _PENDING.setdefault(key, []).append(writer)
+        writer.start()
+
+
+_PENDING: dict[str, list[threading.Thread]] = {}  # entries being written, by key
+_PENDING_LOCK = threading.Lock()
+
+
+def _wait_for_store(key: str) -> None:
+    with _PENDING_LOCK:
+        writers = _PENDING.pop(key, [])
+    for writer in writers:
+        writer.join()
+
+
+def wait_for_stores() -> None:
+    """Return once every entry this process is writing is written."""
+    with _PENDING_LOCK:
+        keys = list(_PENDING)
+    for key in keys:
+        _wait_for_store(key)
+
+
+def _write_entry(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
+    try:
+        with timed(_log, "compile cache: store %s", key):
+            _write_files(key, pickled, buffers, libraries)
+    except Exception as e:  # a full disk, a cache folder gone: compiled as usual
+        _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
+
+
+def _write_files(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
+    root = _root()
+    tmp = Path(tempfile.mkdtemp(prefix=".entry-", dir=root))  # mode 0700, ours
+    try:
+        names = []
+        for i, library in enumerate(libraries):  # the state names them by index
+            names.append(f"{i}.so")
+            shutil.copyfile(library, tmp / names[-1])
         (tmp / STATE).write_bytes(pickled)
         layout = _write_arrays(tmp / ARRAYS, buffers)
         manifest = {
@@ -283,7 +322,7 @@ def _store(key: str, exe, variants: dict) -> None:
             "key": key,
             "state": _sha256(pickled),
             "arrays": {"buffers": layout, "chunks": _file_chunk_digests(tmp / ARRAYS)},
-            "libraries": {name: _sha256((tmp / name).read_bytes()) for name in libraries},
+            "libraries": [_sha256((tmp / name).read_bytes()) for name in names],
         }
         text = json.dumps(manifest, indent=1, sort_keys=True).encode()
         (tmp / MANIFEST).write_bytes(text)
@@ -413,8 +452,9 @@ def _file_chunk_digests(path: Path) -> list[str]:
 
 
 def _publish(tmp: Path, entry: Path) -> None:
-    """Rename the finished entry into place, replacing a damaged one; a concurrent
-    store that won the race keeps its entry."""
+    """Rename the finished entry into place, replacing one there (damaged, or written
+    meanwhile by a concurrent store of the same key: equal, and a process reading it
+    keeps its open files)."""
     if entry.exists():
         stale = entry.with_name(f".stale-{entry.name}-{os.getpid()}-{id(tmp)}")
         try:
@@ -431,6 +471,8 @@ def _evict(root: Path, keep: str) -> None:
     MAX_CACHE_BYTES."""
     entries = []
     for entry in root.iterdir():
+        if entry.name.startswith(".entry-") and _older_than(entry, STALE_SECONDS):
+            shutil.rmtree(entry, ignore_errors=True)  # a writer that was killed
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         try:
@@ -447,6 +489,13 @@ def _evict(root: Path, keep: str) -> None:
             total -= size
 
 
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
+
+
 def _root() -> Path:
     root = trusted_cache_dir() / FOLDER
     root.mkdir(mode=0o700, exist_ok=True)
@@ -460,6 +509,7 @@ def _root() -> Path:
 def load(key: str, backend, threads: int | None):
     """The Executable stored under `key`, or None (no entry, or one failing a check:
     logged, and compiled again)."""
+    _wait_for_store(key)
     try:
         entry = _root() / key
     except CompileError as e:
@@ -488,13 +538,14 @@ def _load(entry: Path, key: str, backend, threads):
 
     manifest = _verified_manifest(entry, key)
     state_bytes = _verified_file(entry / STATE, manifest["state"])
-    libraries = {}
-    for name, digest in manifest["libraries"].items():
-        _verified_file(entry / name, digest)
-        problem = elf_problem(entry / name)
+    libraries = []
+    for i, digest in enumerate(manifest["libraries"]):
+        path = entry / f"{i}.so"
+        _verified_file(path, digest)
+        problem = elf_problem(path)
         if problem is not None:
-            raise EntryError(f"{name} is {problem}")
-        libraries[name] = entry / name
+            raise EntryError(f"{path.name} is {problem}")
+        libraries.append(path)
     buffers = _verified_arrays(entry / ARRAYS, manifest["arrays"])
     state = pickle.loads(state_bytes, buffers=buffers)
     variants = {

@@ -274,19 +274,19 @@ def store(key: str, exe) -> None:
     writer = threading.Thread(
         target=_write_entry, args=(key, pickled, buffers, libraries), name=f"mdsl-cache-{key[:8]}"
     )
-    with _PENDING_LOCK:
-        _PENDING[key] = writer
-    writer.start()
+    with _PENDING_LOCK:  # started inside: whoever waits for it finds it started
+        _PENDING.setdefault(key, []).append(writer)
+        writer.start()
 
 
-_PENDING: dict[str, threading.Thread] = {}  # entries being written, by key
+_PENDING: dict[str, list[threading.Thread]] = {}  # entries being written, by key
 _PENDING_LOCK = threading.Lock()
 
 
 def _wait_for_store(key: str) -> None:
     with _PENDING_LOCK:
-        writer = _PENDING.pop(key, None)
-    if writer is not None:
+        writers = _PENDING.pop(key, [])
+    for writer in writers:
         writer.join()
 
 
@@ -452,8 +452,9 @@ def _file_chunk_digests(path: Path) -> list[str]:
 
 
 def _publish(tmp: Path, entry: Path) -> None:
-    """Rename the finished entry into place, replacing a damaged one; a concurrent
-    store that won the race keeps its entry."""
+    """Rename the finished entry into place, replacing one there (damaged, or written
+    meanwhile by a concurrent store of the same key: equal, and a process reading it
+    keeps its open files)."""
     if entry.exists():
         stale = entry.with_name(f".stale-{entry.name}-{os.getpid()}-{id(tmp)}")
         try:

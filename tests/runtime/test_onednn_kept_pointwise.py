@@ -179,7 +179,10 @@ def test_silu_is_a_swish_post_op_and_an_efficientnet_block_equals_the_interprete
         g.output(conv(h * ops.sigmoid(s), 20, 1, "project", act=False) + xi, "y")
     exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
     src = "\n".join(exe.sources.values())
-    assert "bias, swish fused" in src and re.search(rf"brdgmm_dw\S*: x {KEPT}", src)
+    assert "bias, swish fused" in src and re.search(rf"brdgmm_dw\S*: x {KEPT} -> {KEPT}", src)
+    # the global pool reads the depthwise result in its layout (oneDNN's pooling), the
+    # excitation (convs and Mul) runs in it, and the projection reads it
+    assert re.search(rf"oneDNN avg pooling: {KEPT}", src) and src.count("x NCHW") == 1
     x = _rand(2, 20, 11, 11)
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
@@ -199,8 +202,26 @@ def test_a_concat_read_as_nchw_copies_its_kept_inputs_from_their_layout(threads)
         g.output(ops.global_average_pool(h), "y")
     exe = mdsl.compile(g, "c", threads=threads)
     src = "\n".join(exe.sources.values())
-    assert len(re.findall(rf"-> {KEPT}", src)) == 6 and "-> NCHW" not in src
+    assert len(re.findall(rf"-> {KEPT}", src)) == 7 and "-> NCHW" not in src  # 5 convs, 2 pools
     x = _rand(2, 5, 9, 9)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cout", [32, 24])  # 24: padded nChw16c, the row kernel NCHW
+def test_a_global_average_pool_of_a_kept_tensor_runs_on_onednn(cout, threads):
+    with mdsl.Graph("gap") as g:
+        xi = g.input("x", (2, 3, 21, 21))
+        w = g.const("w", _rand(cout, 3, 7, 7, scale=0.1))
+        h = ops.relu(ops.conv2d(xi, w, g.const("b", _rand(cout)), pads=3, strides=2))
+        g.output(ops.global_average_pool(h), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert ("oneDNN avg pooling: nChw16c" in src) == (cout == 32)
+    x = _rand(2, 3, 21, 21)
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )

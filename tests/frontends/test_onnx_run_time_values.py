@@ -300,6 +300,8 @@ def test_run_time_pads_that_crop_and_a_run_time_reshape_match_onnxruntime(backen
         if backend == "python"
         else mdsl.compile(g, backend=backend)
     )
+    if backend == "c":  # ValueDims, Pad, DynamicCrop and DynamicReshape: all native
+        assert run.plan.fallbacks == []
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     for pads, shape in [([1, -1, 0, 2], [-1, 5]), ([-1, 0, -1, -2], [2, -1]), ([0] * 4, [0, 4])]:
@@ -312,12 +314,7 @@ def test_run_time_pads_that_crop_and_a_run_time_reshape_match_onnxruntime(backen
 @pytest.mark.parametrize(
     ("pads", "shape", "message"),
     [
-        # on C the crop's C function reports the size it would give (-1), checked there
-        (
-            [-2, 0, -2, 0],
-            [-1, 4],
-            r"makes the dim negative|-1 entries along axis 0, outside \[0, ",
-        ),
+        ([-2, 0, -2, 0], [-1, 4], "makes the dim negative"),
         ([0] * 4, [5, 5], "cannot reshape"),
         ([0] * 4, [-3, 4], "negative size"),
     ],

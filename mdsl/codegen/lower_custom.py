@@ -11,7 +11,7 @@ from mdsl.codegen import kir
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Node
-from mdsl.ops.dynamic import dynamic_bounds
+from mdsl.ops.dynamic import data_dependent_spec, dynamic_bounds
 
 
 def c_binding(node: Node):
@@ -100,9 +100,11 @@ def _data_sizes(node: Node, bounds: dict, failure) -> tuple[kir.DataSize, ...]:
                 op_type=node.op_type,
             )
         output, axis = where[0]
+        spec = data_dependent_spec(node.op_type)
+        why = f": {spec.invalid}" if spec is not None and spec.invalid else ""
         message = (
             f"output {node.outputs[output].name} has {{value}} entries along axis {axis}, "
-            f"outside [0, {bound}] (the op's bound)"
+            f"outside [0, {bound}] (the op's bound){why}"
         )
         sizes.append(kir.DataSize(Dim(name), output, axis, bound, failure(message)))
     return tuple(sizes)

@@ -117,7 +117,9 @@ class Plan:
     value_symbols: list[str] = field(default_factory=list)
     # capacities of the symbols ValueDims nodes inside control flow bind each time their
     # block runs (`capacity_symbol`): bound before the run too, grown when exceeded
-    capacities: list[str] = field(default_factory=list)
+    # (and of loop-carried dims whose bound is too large to plan at): capacity symbol ->
+    # its first value
+    capacities: dict[str, int] = field(default_factory=dict)
     bounds: list[DynamicBound] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -211,11 +213,14 @@ class DynamicBound:
     lo: int
     hi: int | None
     candidates: tuple = ()
+    capacity: str | None = None  # a capacity symbol (slot name) the size is planned at most
 
     def upper(self, high: Mapping[str, int], low: Mapping[str, int]) -> int:
         if not self.candidates:
-            return int(self.hi)
-        return max(evaluate_size(c, env) for c in self.candidates for env in (high, low))
+            largest = int(self.hi)
+        else:
+            largest = max(evaluate_size(c, env) for c in self.candidates for env in (high, low))
+        return largest if self.capacity is None else min(largest, high[self.capacity])
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +230,15 @@ class Failure:
 
     message: str
     node: kir.NodeRef
+    capacity: str | None = None  # a capacity exceeded (the run grows it and runs again)
 
 
 class NotSymbolic(CompileError):
     """A kernel cannot be generated with its symbolic dims (the caller specializes)."""
+
+
+FIRST_CAPACITY = 64  # a value dim bound inside control flow is first planned this large
+FIRST_ROWS = 4096  # loop-carried dims bounded by more are first planned this large
 
 
 def capacity_symbol(symbol: str) -> str:
@@ -342,7 +352,7 @@ def _name_symbol_slots(plan: Plan) -> None:
                 if s not in inputs:
                     inputs.append(s)
     used = free_symbols(plan.kernels) | free_symbols(plan.buffers) | free_symbols(plan.bounds)
-    values = [s for n in g for s in value_symbols(n)] + plan.capacities
+    values = [s for n in g for s in value_symbols(n)] + list(plan.capacities)
     inputs += [s for s in values if s not in inputs]
     dynamic = [b.symbol for b in plan.bounds]
     rest = sorted(used - set(inputs) - set(dynamic))
@@ -355,7 +365,10 @@ def _name_symbol_slots(plan: Plan) -> None:
     plan.kernels = rename_symbols(plan.kernels, names)
     plan.buffers = rename_symbols(plan.buffers, names)
     plan.bounds = rename_symbols(plan.bounds, names)
-    plan.bounds = [DynamicBound(names[b.symbol], b.lo, b.hi, b.candidates) for b in plan.bounds]
+    plan.bounds = [
+        DynamicBound(names[b.symbol], b.lo, b.hi, b.candidates, names.get(b.capacity))
+        for b in plan.bounds
+    ]
 
 
 def _check_static(g: Graph) -> None:
@@ -490,11 +503,12 @@ class _PlanBuilder:
         self.plan.constants.append(np.ascontiguousarray(value))
         return self._add(f"c{slot}", None, dtype, int(value.size), "const", slot)
 
-    def failure(self, node: Node, message: str) -> int:
-        """Register a run-time check failing with `message` at `node`; its index."""
+    def failure(self, node: Node, message: str, capacity: str | None = None) -> int:
+        """Register a run-time check failing with `message` at `node` (or exceeding
+        `capacity`, a capacity symbol); its index."""
         from mdsl.codegen.lower import node_ref
 
-        self.plan.failures.append(Failure(message, node_ref(node)))
+        self.plan.failures.append(Failure(message, node_ref(node), capacity))
         return len(self.plan.failures) - 1
 
     def scratch(self, elements: int, dtype: DType) -> str:
@@ -587,7 +601,7 @@ class _PlanBuilder:
         (`mdsl.targets.signatures.PlanShapes`)."""
         for symbol in value_symbols(node):
             capacity = capacity_symbol(symbol)
-            self.plan.capacities.append(capacity)
+            self.plan.capacities[capacity] = FIRST_CAPACITY
             self.plan.bounds.append(DynamicBound(symbol, 0, None, (Dim(capacity),)))
         self.plan.fallbacks.append(
             f"{node.name} ({node.op_type}) runs in Python: it binds sizes each time its block runs"

@@ -65,3 +65,40 @@ int runtime_sizes_dynamic_crop(const mdsl_tensor *inputs, int n_inputs, mdsl_ten
     }
     return 0;
 }
+
+/* DynamicReshape: x's elements under the shape read from input 1 (ONNX Reshape: 0 copies
+ * the input's dim unless allowzero (attrs[0]), one -1 is inferred). A shape that is
+ * invalid or does not fit reports size -1 for axis 0 (the generated check then fails the
+ * run naming the node) and copies nothing. */
+int runtime_sizes_dynamic_reshape(const mdsl_tensor *inputs, int n_inputs,
+                                  mdsl_tensor *outputs, int n_outputs, const double *attrs,
+                                  int n_attrs) {
+    if (n_inputs != 2 || n_outputs != 1 || n_attrs < 1) return 2;
+    const mdsl_tensor *x = &inputs[0], *shape = &inputs[1];
+    const int rank = (int)shape->size, allowzero = attrs[0] != 0.0;
+    int64_t *size = (int64_t *)outputs[0].shape;
+    int64_t known = 1;
+    int inferred = -1, valid = 1;
+    for (int a = 0; a < rank; a++) {
+        int64_t v = crop_value(shape, a);
+        if (v == 0 && !allowzero) {
+            if (a >= x->ndim) valid = 0;
+            else v = x->shape[a];
+        }
+        if (v < -1 || (v == -1 && inferred >= 0)) valid = 0;
+        if (v == -1) inferred = a;
+        else if (valid && __builtin_mul_overflow(known, v, &known)) valid = 0;
+        size[a] = v;
+    }
+    if (valid && inferred >= 0) {
+        if (known == 0 || x->size % known) valid = 0;
+        else size[inferred] = x->size / known, known = x->size;
+    }
+    if (!valid || known != x->size) {
+        if (rank == 0) return 1; /* no axis to report it on */
+        size[0] = -1;
+        return 0;
+    }
+    memcpy(outputs[0].data, x->data, (size_t)(x->size * crop_element_bytes(x->dtype)));
+    return 0;
+}

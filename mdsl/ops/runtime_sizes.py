@@ -272,7 +272,14 @@ def _reshape_bounds(x, shape, *, allowzero=False, sizes=None, **_) -> list:
 
 
 register_op_impl("DynamicReshape", _dynamic_reshape_ref)
-data_dependent("DynamicReshape", count=lambda x, shape, **_: shape.shape[0], bounds=_reshape_bounds)
+data_dependent(
+    "DynamicReshape",
+    count=lambda x, shape, **_: shape.shape[0],
+    bounds=_reshape_bounds,
+    invalid="the shape read at run time is invalid or does not fit the input (cannot "
+    "reshape: a negative size, two -1s, a 0 copying no input dim, or a product that is not "
+    "the input's element count)",
+)
 
 
 @op_proto(
@@ -329,12 +336,11 @@ def _dynamic_crop_ref(x, crops, **_):
 
 
 register_op_impl("DynamicCrop", _dynamic_crop_ref)
-C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
-register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
 data_dependent(
     "DynamicCrop",
     count=lambda x, crops, **_: x.rank,
     bounds=lambda x, crops, **_: list(x.shape),
+    invalid="a crop below 0, or a run-time pad that makes the dim negative",
 )
 
 
@@ -392,4 +398,12 @@ data_dependent(
     "DynamicSliceAxes",
     count=lambda x, *_, **__: x.rank,
     bounds=lambda x, *_, **__: list(x.shape),
+)
+
+
+# compiled loops for the C backend (runtime_sizes.c) that report the sizes they produced
+C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
+register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
+register_op_impl(
+    "DynamicReshape", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_reshape"
 )

@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from mdsl.codegen.toolchain import elf_problem, trusted_cache_dir
-from mdsl.ir.errors import CompileError
+from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.graph import CONST, Graph
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.safe_files import read_regular, untrusted_reason
@@ -90,16 +90,20 @@ def compile_key(g: Graph, backend, options: dict) -> str | None:
         _log.info("compile cache not used for %r: %s", g.name, reason)
         return None
     h = hashlib.sha256()
-    context = {
-        "format": [FORMAT, VERSION],
-        "code": code_digest(),
-        "registries": _registries(),
-        "machine": _machine(),
-        "toolchain": backend.toolchain.identity(),
-        "options": options,
-    }
-    h.update(json.dumps(context, sort_keys=True, default=str).encode())
-    h.update(graph_fingerprint(g))
+    try:
+        context = {
+            "format": [FORMAT, VERSION],
+            "code": code_digest(),
+            "registries": _registries(),
+            "machine": _machine(),
+            "toolchain": backend.toolchain.identity(),
+            "options": options,
+        }
+        h.update(json.dumps(context, sort_keys=True, default=str).encode())
+        h.update(graph_fingerprint(g))
+    except (MdslError, OSError) as e:  # an attr the serializer cannot write, a file gone
+        _log.info("compile cache not used for %r: %s", g.name, e)
+        return None
     return h.hexdigest()[:40]
 
 

@@ -25,7 +25,6 @@ from mdsl.ir.tensor_type import MAX_TENSOR_BYTES
 from mdsl.targets.feeds import bind_feeds
 
 MAX_LAYOUTS = 64  # memory layouts kept per variant (each a few arrays: cheap)
-FIRST_CAPACITY = 64  # a value dim bound inside control flow is first planned this large
 MAX_GROWTHS = 64  # runs of one call that may grow capacities (each at least doubles one)
 
 
@@ -65,7 +64,7 @@ class PlanShapes:
         self._sources = _bare_symbol_sources(plan)
         self._layouts: OrderedDict[tuple, Layout] = OrderedDict()
         self._lock = threading.Lock()
-        self._capacities = {c: FIRST_CAPACITY for c in plan.capacities}
+        self._capacities = dict(plan.capacities)
         self._capacity_of = {c.removesuffix("_capacity"): c for c in plan.capacities}
         self.latest: MemoryPlan | None = None
         inputs = set(plan.input_symbols) | set(plan.value_symbols)
@@ -190,14 +189,19 @@ class PlanShapes:
         return out
 
     # -- failures -------------------------------------------------------------------------------
-    def failure(self, status: int, dims: np.ndarray | None) -> ExecutionError | None:
-        """The error of a failed check (status past the kernels), else None."""
+    def failure(
+        self, status: int, dims: np.ndarray | None
+    ) -> ExecutionError | CapacityExceeded | None:
+        """The error of a failed check (status past the kernels), else None; a capacity
+        exceeded is CapacityExceeded (raised, `growing` runs the call again)."""
         plan = self.plan
         index = status - len(plan.all_kernels()) - 1
         if not 0 <= index < len(plan.failures):
             return None
         failure = plan.failures[index]
         value = "?" if dims is None else int(dims[len(plan.symbols)])
+        if failure.capacity is not None and dims is not None:
+            return CapacityExceeded(failure.capacity, int(value))
         node = failure.node
         return ExecutionError(
             failure.message.format(value=value),

@@ -293,3 +293,14 @@ def test_threads_compiling_one_graph_at_once_all_get_it_right(work):
     planned = work["plan"]
     check_against_interpreter(mdsl.compile(graph("racing"), backend="c"), g)
     assert work["plan"] == planned  # the entry one of them wrote
+
+
+def test_a_graph_the_serializer_cannot_write_compiles_without_the_cache(work, monkeypatch):
+    def refuse(g):
+        raise mdsl.GraphError("cannot serialize attr value <object>")
+
+    monkeypatch.setattr(compile_cache, "graph_fingerprint", refuse)
+    g = graph("unwritable")
+    for _ in range(2):
+        check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 2

@@ -1,7 +1,8 @@
-"""Pad by sizes known only at run time, compiled with no callback: a constant Pad over
-symbolic dims or by value-dim pads is a fill and a strided copy (two pointwise kernels),
-ValueDims a copy, and DynamicCrop (ONNX's negative pads) a C function reporting the
-sizes it produced. Each is checked against the interpreter (numpy.pad / slicing)."""
+"""Pad and Reshape by sizes known only at run time, compiled with no callback: a constant
+Pad over symbolic dims or by value-dim pads is a fill and a strided copy (two pointwise
+kernels), ValueDims a copy, DynamicCrop (ONNX's negative pads) and DynamicReshape C
+functions reporting the sizes they produced. Each is checked against the interpreter
+(numpy.pad, slicing, ONNX Reshape's 0 and -1)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import mdsl
-from mdsl.ops.runtime_sizes import dynamic_crop, value_dims
+from mdsl.ops.runtime_sizes import dynamic_crop, dynamic_reshape, value_dims
 
 
 def _assert_native_and_equal(g, feeds_list, backend="c"):
@@ -67,3 +68,31 @@ def test_a_crop_beyond_a_dim_or_negative_is_an_execution_error_on_c(crops):
     with pytest.raises(mdsl.ExecutionError, match="outside") as e:
         exe(x=np.zeros((5, 4, 3), np.float32), c=np.array(crops, np.int64))
     assert e.value.node == "Crop"
+
+
+def _reshape_graph(allowzero=False):
+    with mdsl.Graph("reshape") as g:
+        x = g.input("x", ("N", 6), "float32")
+        y = dynamic_reshape(x, g.input("s", (3,), "int64"), allowzero=allowzero, name="Shape3")
+        g.output(y * 2.0, "y")
+    return g
+
+
+def test_dynamic_reshape_on_c_follows_onnx_zero_and_minus_one():
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    shapes = [(2, 3, 4), (0, -1, 2), (-1, 1, 3), (4, 6, 1), (0, 0, 1)]
+    feeds = [{"x": x, "s": np.array(s, np.int64)} for s in shapes]
+    _assert_native_and_equal(_reshape_graph(), feeds)
+    # an empty x reshapes to zero sizes only (each dim is at most numel(x))
+    empty = {"x": np.zeros((0, 6), np.float32), "s": np.array([0, 0, 0], np.int64)}
+    _assert_native_and_equal(_reshape_graph(allowzero=True), [empty, feeds[0]])
+
+
+@pytest.mark.parametrize(
+    "shape", [(5, 5, 1), (-1, -1, 6), (-2, 12, 1), (2, 0, 12), (7, -1, 1), (1 << 40, 1 << 40, 0)]
+)
+def test_a_run_time_shape_that_does_not_fit_is_an_execution_error_on_c(shape):
+    exe = mdsl.compile(_reshape_graph(), backend="c")
+    with pytest.raises(mdsl.ExecutionError, match="cannot") as e:
+        exe(x=np.ones((2, 6), np.float32), s=np.array(shape, np.int64))
+    assert e.value.node == "Shape3"

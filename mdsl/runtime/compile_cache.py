@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from mdsl.codegen.toolchain import elf_problem, trusted_cache_dir
-from mdsl.ir.errors import CompileError
+from mdsl.ir.errors import CompileError, MdslError
 from mdsl.ir.graph import CONST, Graph
 from mdsl.ir.initializer import ParamInit
 from mdsl.ir.safe_files import read_regular, untrusted_reason
@@ -90,16 +90,20 @@ def compile_key(g: Graph, backend, options: dict) -> str | None:
         _log.info("compile cache not used for %r: %s", g.name, reason)
         return None
     h = hashlib.sha256()
-    context = {
-        "format": [FORMAT, VERSION],
-        "code": code_digest(),
-        "registries": _registries(),
-        "machine": _machine(),
-        "toolchain": backend.toolchain.identity(),
-        "options": options,
-    }
-    h.update(json.dumps(context, sort_keys=True, default=str).encode())
-    h.update(graph_fingerprint(g))
+    try:
+        context = {
+            "format": [FORMAT, VERSION],
+            "code": code_digest(),
+            "registries": _registries(),
+            "machine": _machine(),
+            "toolchain": backend.toolchain.identity(),
+            "options": options,
+        }
+        h.update(json.dumps(context, sort_keys=True, default=str).encode())
+        h.update(graph_fingerprint(g))
+    except (MdslError, OSError) as e:  # an attr the serializer cannot write, a file gone
+        _log.info("compile cache not used for %r: %s", g.name, e)
+        return None
     return h.hexdigest()[:40]
 
 
@@ -145,8 +149,11 @@ def _parallel_sha256(chunks: list) -> list[bytes]:
     """SHA-256 of each chunk (hashlib releases the GIL on large buffers)."""
     if len(chunks) <= 1 or sum(len(c) for c in chunks) < 4 * CHUNK:
         return [hashlib.sha256(c).digest() for c in chunks]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            return list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    except RuntimeError:  # called while the interpreter shuts down: no new threads
+        return [hashlib.sha256(c).digest() for c in chunks]
 
 
 def _uncacheable(g: Graph) -> str | None:
@@ -440,15 +447,10 @@ def _file_chunk_digests(path: Path) -> list[str]:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return []
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                chunks = [view[s : s + CHUNK] for s in range(0, size, CHUNK)]
-                digests = [d.hex() for d in _parallel_sha256(chunks)]
-                del chunks
-            finally:
-                view.release()
-    return digests
+        view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    # one after another: this runs in the writer thread, which may outlive the main one,
+    # and a thread pool takes no work once the interpreter is shutting down
+    return [hashlib.sha256(view[s : s + CHUNK]).hexdigest() for s in range(0, size, CHUNK)]
 
 
 def _publish(tmp: Path, entry: Path) -> None:

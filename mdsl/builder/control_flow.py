@@ -28,13 +28,14 @@ from mdsl.ir import context
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import GraphError, MdslError, ShapeError
 from mdsl.ir.graph import OUTPUT, Graph, Layer, Node, Tensor
-from mdsl.ir.rewrite import mark_changed
+from mdsl.ir.rewrite import all_graphs, mark_changed
 from mdsl.ir.source import user_source
 from mdsl.ir.tensor_type import TensorType
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.ir.verify import MAX_SUBGRAPH_DEPTH
 from mdsl.ops import control_flow as cf
 from mdsl.ops.apply import building_graph, scalar_const
+from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.ops.registry import get_op
 from mdsl.ops.scopes import scope
 
@@ -179,10 +180,14 @@ def while_loop(
     return node.outputs[0] if single else tuple(node.outputs)
 
 
-def result_types(fn: Callable, param_types: list[TensorType], path: str) -> list[TensorType]:
+def result_types(
+    fn: Callable, param_types: list[TensorType], path: str, *, bound_inside: set | None = None
+) -> list[TensorType]:
     """The types `fn` returns on parameters of `param_types`, traced into a throwaway
     subgraph `path` of the graph being built (nothing reaches that graph): what a loop
-    body gives before the loop is built (ONNX Loop's scan outputs).
+    body gives before the loop is built (ONNX Loop's scan outputs). `bound_inside`, when
+    given, receives the symbols nodes of the traced body bind when they run (sizes it
+    computes, which may change every time it runs).
 
     >>> import mdsl
     >>> with mdsl.Graph() as g:
@@ -195,6 +200,9 @@ def result_types(fn: Callable, param_types: list[TensorType], path: str) -> list
     g = building_graph("result_types")
     names = [f"arg{k}" for k in range(len(param_types))]
     traced = _trace(g, path, "fn", cf.BODY, fn, list(zip(names, param_types)))
+    if bound_inside is not None:
+        inside = all_graphs(traced.graph)
+        bound_inside |= {s for sub in inside for n in sub for s in dynamic_symbols(n)}
     return [t.type for t in traced.results]
 
 

@@ -1,4 +1,6 @@
-"""Batched GEMMs that are one GEMM: `[B, M, K] @ [K, N]` with one shared right operand
+"""GEMM rewrites that compute the same thing faster.
+
+Batched GEMMs that are one GEMM: `[B, M, K] @ [K, N]` with one shared right operand
 and a row-contiguous left operand is `[B*M, K] @ [K, N]`.
 
 A batch of small-M products (nn.MultiheadAttention's `[17, 1, 768] @ [768, 2304]`) runs
@@ -14,6 +16,7 @@ import dataclasses
 import itertools
 import math
 
+from mdsl import expr as E
 from mdsl.codegen import kir
 
 
@@ -89,3 +92,56 @@ def _merged(sizes: tuple, strides: tuple) -> object | None:
         if outer != inner * inner_size:
             return None
     return kept[-1][1]
+
+
+def fold_scale_into_alpha(g: kir.Gemm) -> kir.Gemm:
+    """`g` with an epilogue that only scales the product by a constant (attention's
+    `Q·Kᵀ * 0.125`, `Q·Kᵀ / 8`) made its `alpha`: the library scales each element as it
+    stores it, which is the same rounding (`alpha * acc`), and no second pass runs. A
+    division counts only by a power of two, whose reciprocal is exact.
+
+    >>> from mdsl.ir.dtype import DType
+    >>> acc = lambda s: kir.Access("c", DType.float32, 0, s)
+    >>> e = kir.Epilogue({}, [kir.Let("v", E.var("acc") / 8.0, DType.float32)],
+    ...                  [kir.Store(acc((64, 1)), E.var("v"))])
+    >>> g = kir.Gemm("k", [], DType.float32, (), acc(()), acc(()), acc(()),
+    ...              4, 64, 32, False, True, 32, 32, 1.0, e, (4, 64))
+    >>> f = fold_scale_into_alpha(g)
+    >>> f.alpha, f.epilogue
+    (0.125, None)
+    """
+    e = g.epilogue
+    if e is None or g.alpha != 1.0 or e.loads or len(e.lets) != 1 or len(e.stores) != 1:
+        return g
+    let, store = e.lets[0], e.stores[0]
+    whole = (*g.out.strides, g.n, 1)
+    if store.access.buffer != g.out.buffer or tuple(store.access.strides) != whole:
+        return g
+    if store.access.offset != g.out.offset or not _is_var(store.value, let.var):
+        return g
+    scale = _scale_of(let.value)
+    if scale is None or let.dtype != g.dtype:
+        return g
+    return dataclasses.replace(g, alpha=g.alpha * scale, epilogue=None)
+
+
+def _is_var(e: E.Expr, name: str) -> bool:
+    return e.op == "var" and e.value == name
+
+
+def _scale_of(value: E.Expr) -> float | None:
+    """c when `value` is `acc * c`, `c * acc` or `acc / c` (c a power of two)."""
+    if value.op not in ("mul", "div") or len(value.args) != 2:
+        return None
+    x, y = value.args
+    if value.op == "mul" and x.op == "const":
+        x, y = y, x
+    if not _is_var(x, "acc") or y.op != "const" or isinstance(y.value, bool):
+        return None
+    c = float(y.value)
+    if not math.isfinite(c) or c == 0.0:
+        return None
+    if value.op == "mul":
+        return c
+    mantissa, exponent = math.frexp(c)
+    return 1.0 / c if abs(mantissa) == 0.5 and -100 < exponent < 100 else None

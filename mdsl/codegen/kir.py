@@ -288,6 +288,20 @@ class Callback:
     outputs: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class DataSize:
+    """A size a C function decides (a data-dependent op's output count): the function
+    writes it into `outputs[output].shape[axis]`, whose buffer holds `bound` along that
+    axis; the generated code checks 0 <= size <= bound (else plan failure `failure`) and
+    binds `symbol` (a bare Dim over a slot identifier) to it."""
+
+    symbol: object  # Dim
+    output: int
+    axis: int
+    bound: object  # int or Dim
+    failure: int
+
+
 @dataclass(slots=True)
 class CustomCall:
     """A node bound to a user C function (`register_op_impl(op, backend="c", ...)`).
@@ -308,9 +322,10 @@ class CustomCall:
     library: str | None
     inputs: list[str | None]  # buffers
     outputs: list[str]
-    input_types: list[tuple[DType, tuple[int, ...]] | None]
-    output_types: list[tuple[DType, tuple[int, ...]]]
+    input_types: list[tuple[DType, tuple] | None]  # shapes: ints, or Dims in a symbolic plan
+    output_types: list[tuple[DType, tuple]]  # a data-dependent size at its bound
     attrs: tuple[float, ...]
+    sizes: tuple[DataSize, ...] = ()  # the sizes the function decides (data-dependent ops)
 
 
 @dataclass(slots=True)
@@ -360,6 +375,10 @@ class DimBinding:
     lo: int
     hi: object  # int | Dim (of symbols bound before the run) | None
     failure: int
+    # the capacity (a symbol) the dim's buffers are planned at, and the failure telling
+    # the executable to grow it and run again when the value exceeds it
+    capacity: object = None
+    grow: int = -1
 
 
 @dataclass(slots=True)

@@ -162,7 +162,8 @@ def _register_loop_bounds(builder, cf: ControlFlow) -> None:
     for symbol, (dim, i, axis) in _dynamic_positions(cf).items():
         bound = cf.bounds.get(symbol)
         if bound is not None:  # an int, or a dim of symbols bound before the run
-            builder.plan.bounds.append(DynamicBound(symbol, dim.min, None, (bound,)))
+            capacity = _rows_capacity(builder, symbol, bound)
+            builder.plan.bounds.append(DynamicBound(symbol, dim.min, None, (bound,), capacity))
             continue
         if dim.max is None:
             raise CompileError(
@@ -174,7 +175,23 @@ def _register_loop_bounds(builder, cf: ControlFlow) -> None:
                 op_type=cf.node.op_type,
                 source=cf.node.source,
             )
-        builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max))
+        capacity = _rows_capacity(builder, symbol, dim.max)
+        builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max, (), capacity))
+
+
+def _rows_capacity(builder, symbol: str, bound) -> str | None:
+    """A capacity for loop-carried dim `symbol` when its bound may be far more than a
+    loop needs (a trip count known at run time, or an int above FIRST_ROWS: an ONNX
+    Loop of INT64_MAX iterations its condition ends): its buffers are planned at
+    min(bound, capacity), and a loop outgrowing the capacity has the call run again with
+    a larger one (`mdsl.targets.signatures.PlanShapes.growing`)."""
+    from mdsl.codegen.plan import FIRST_ROWS, capacity_symbol
+
+    if isinstance(bound, int) and bound <= FIRST_ROWS:
+        return None
+    capacity = capacity_symbol(symbol)
+    builder.plan.capacities[capacity] = FIRST_ROWS
+    return capacity
 
 
 # -- blocks ----------------------------------------------------------------------------------------
@@ -223,7 +240,10 @@ def _dynamic_positions(cf: ControlFlow) -> dict[str, tuple[Dim, int, int]]:
 
 def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list[kir.DimBinding]:
     """The dynamic dims of the node taken from `values` (a block's results, or a loop's
-    initial values), in output order; a symbol seen again is checked for equality."""
+    initial values), in output order; a symbol seen again is checked for equality. A dim
+    planned at a capacity is checked against it too."""
+    from mdsl.codegen.plan import capacity_symbol
+
     out, seen = [], set()
     for i, (declared, t) in enumerate(zip(cf.node.outputs, values)):
         for axis, (d, size) in enumerate(zip(declared.shape, t.shape)):
@@ -238,7 +258,12 @@ def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list
                 message = f"{where}: {d.name} = {{value}} is outside its range [{d.min}, {hi}]"
             seen.add(d.name)
             failure = builder.failure(cf.node, message)
-            out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure))
+            capacity = capacity_symbol(d.name)
+            if capacity not in builder.plan.capacities:
+                out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure))
+                continue
+            grow = builder.failure(cf.node, f"{where}: {d.name} = {{value}}", capacity)
+            out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure, Dim(capacity), grow))
     return out
 
 

@@ -8,7 +8,10 @@ import hashlib
 import math
 
 from mdsl.codegen import kir
+from mdsl.ir.dim import Dim
+from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Node
+from mdsl.ops.dynamic import data_dependent_spec, dynamic_bounds
 
 
 def c_binding(node: Node):
@@ -18,12 +21,16 @@ def c_binding(node: Node):
     return get_binding(node.op_type, "c")
 
 
-def lower_custom_call(ctx, node: Node) -> kir.CustomCall:
-    """The kernel calling the node's C function on its buffers."""
+def lower_custom_call(ctx, node: Node, failure=None) -> kir.CustomCall:
+    """The kernel calling the node's C function on its buffers. A data-dependent node's
+    outputs are passed at their sizes' bounds, and the function reports each size
+    (`kir.DataSize`); `failure(message)` registers the check of a reported size."""
     binding = c_binding(node)
     options = binding.options
     symbol, source = options["symbol"], options.get("source")
     function = symbol if source is None else _renamed(symbol, source)
+    bounds = {s: b for s, b in dynamic_bounds(node).items() if b is not None}
+    output_types = [(t.dtype, _shape(t, bounds)) for t in node.outputs]
     return kir.CustomCall(
         ctx.fresh("k") + "_c_" + symbol.lower()[:20],
         [kir.NodeRef(node.name, node.op_type, node.source)],
@@ -33,9 +40,28 @@ def lower_custom_call(ctx, node: Node) -> kir.CustomCall:
         options.get("library"),
         [None if t is None else ctx.buffer_of(t) for t in node.inputs],
         [ctx.buffer_of(t) for t in node.outputs],
-        [None if t is None else (t.dtype, _static_shape(t)) for t in node.inputs],
-        [(t.dtype, _static_shape(t)) for t in node.outputs],
+        [None if t is None else (t.dtype, _shape(t)) for t in node.inputs],
+        output_types,
         tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
+        _data_sizes(node, bounds, failure),
+    )
+
+
+def lower_source_call(ctx, node: Node, source: str, symbol: str, attrs: tuple) -> kir.CustomCall:
+    """A call of C function `symbol` of `source` (mdsl's own C forms: the same calling
+    convention as a "c" binding, with attrs the lowering chose)."""
+    return kir.CustomCall(
+        ctx.fresh("k") + "_c_" + symbol.lower()[:20],
+        [kir.NodeRef(node.name, node.op_type, node.source)],
+        _renamed(symbol, source),
+        symbol,
+        source,
+        None,
+        [None if t is None else ctx.buffer_of(t) for t in node.inputs],
+        [ctx.buffer_of(t) for t in node.outputs],
+        [None if t is None else (t.dtype, _shape(t)) for t in node.inputs],
+        [(t.dtype, _shape(t)) for t in node.outputs],
+        attrs,
     )
 
 
@@ -44,8 +70,44 @@ def _renamed(symbol: str, source: str) -> str:
     return f"mdsl_cop_{digest}_{symbol}"
 
 
-def _static_shape(t) -> tuple[int, ...]:
-    return tuple(int(d) for d in t.type.storage_shape)
+def _shape(t, bounds=None) -> tuple:
+    """The tensor's sizes (ints or Dims), a data-dependent symbol at its bound."""
+    shape = tuple(t.type.storage_shape)
+    if not bounds:
+        return shape
+    return tuple(bounds.get(d.name, d) if _bare_symbol(d) else d for d in shape)
+
+
+def _bare_symbol(d) -> bool:
+    return isinstance(d, Dim) and d.name is not None
+
+
+def _data_sizes(node: Node, bounds: dict, failure) -> tuple[kir.DataSize, ...]:
+    """Where the function reports each data-dependent size: the first output axis that
+    holds its symbol bare."""
+    sizes = []
+    for name, bound in bounds.items():
+        where = [
+            (i, axis)
+            for i, t in enumerate(node.outputs)
+            for axis, d in enumerate(t.type.storage_shape)
+            if _bare_symbol(d) and d.name == name
+        ]
+        if not where:
+            raise CompileError(
+                f"data-dependent size {name} is no output's dim: a C function cannot report it",
+                node=node.name,
+                op_type=node.op_type,
+            )
+        output, axis = where[0]
+        spec = data_dependent_spec(node.op_type)
+        why = f": {spec.invalid}" if spec is not None and spec.invalid else ""
+        message = (
+            f"output {node.outputs[output].name} has {{value}} entries along axis {axis}, "
+            f"outside [0, {bound}] (the op's bound){why}"
+        )
+        sizes.append(kir.DataSize(Dim(name), output, axis, bound, failure(message)))
+    return tuple(sizes)
 
 
 def _ordered_attrs(node: Node) -> list[tuple]:

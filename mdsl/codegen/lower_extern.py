@@ -10,7 +10,7 @@ from __future__ import annotations
 from mdsl import expr as E
 from mdsl.codegen import kir
 from mdsl.codegen.access import broadcast_strides, contiguous_strides
-from mdsl.codegen.gemm_fold import fold_batch_into_rows
+from mdsl.codegen.gemm_fold import fold_batch_into_rows, fold_scale_into_alpha
 from mdsl.codegen.lower import (
     Context,
     Unsupported,
@@ -19,7 +19,7 @@ from mdsl.codegen.lower import (
     node_exprs,
     node_ref,
 )
-from mdsl.codegen.onednn_matmul import with_onednn_matmul
+from mdsl.codegen.onednn_matmul import with_onednn_batched, with_onednn_matmul
 from mdsl.codegen.packing import (
     chained_to_conv,
     onednn_post_ops,
@@ -145,7 +145,10 @@ def lower_gemm(ctx: Context, nodes: list[Node], outputs: list[Tensor]) -> kir.Ge
     if not ctx.c_target:  # the other targets tile and name their GEMMs by the graph's shapes
         return gemm
     gemm = with_onednn_matmul(ctx, fold_batch_into_rows(gemm), b)
-    return gemm if gemm.onednn else with_packed_weights(ctx, gemm, b)
+    gemm = gemm if gemm.onednn else with_packed_weights(ctx, gemm, b)
+    if gemm.onednn or gemm.packed_b:
+        return gemm
+    return with_onednn_batched(fold_scale_into_alpha(gemm))  # a library scales as it stores
 
 
 def _unless_trivial(epilogue: kir.Epilogue, target: str) -> kir.Epilogue | None:

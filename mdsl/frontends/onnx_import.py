@@ -944,7 +944,7 @@ class _Importer:
         if not name:
             return None
         value = self.value(name)
-        if value is None and run_time and self.current_graph() is self.graph:
+        if value is None and run_time:
             return self.run_time_dims(name, node, what)
         if value is None:
             raise GraphError(
@@ -957,7 +957,12 @@ class _Importer:
         """The run-time value `name` (read by `node` as its `what`) as an array of ints
         and symbolic dims. Traced back through the shape ops computing it (Split, Slice,
         Concat, ...) to the values they start from, which become value dims
-        (`value_dims_of`), so two sizes taken from one tensor are the same symbol."""
+        (`value_dims_of`), so two sizes taken from one tensor are the same symbol.
+        Inside an If/Loop body the value itself becomes value dims, bound and checked
+        each time the body runs (what it is computed from, an iteration counter, an
+        offset, need not be a size)."""
+        if self.current_graph() is not self.graph:
+            return self.value_dims_of(name, node, what)
         traced = self._traced_dims(name, node, 0)
         return traced if traced is not None else self.value_dims_of(name, node, what)
 
@@ -1088,20 +1093,21 @@ def import_mapped(ctx: _Importer, node: OnnxNode, mapping: OpMapping) -> list:
         except ShapeError:
             if mapping.mdsl_type != "Reshape" or ctx.value(node.inputs[1]).dtype != object:
                 raise
-            # symbolic sizes no rule proves to fit (value dims): checked when it runs
-            return dynamic_reshape(ctx, node)
+            # symbolic sizes no rule proves to fit (value dims): checked when it runs,
+            # each dim bounded by its value dim (tight buffers)
+            return dynamic_reshape(ctx, node, sizes=list(ctx.value(node.inputs[1]).reshape(-1)))
         if crops is None:
             return out
         return ctx.emit("DynamicCrop", [out[0], crops], {}, name=f"{leaf or 'Pad'}_crop")
 
 
 def _run_time_pads(ctx: _Importer, node: OnnxNode, mapping: OpMapping, attrs: dict):
-    """For a Pad whose pads are computed at run time (top-level graph, no axes input):
+    """For a Pad whose pads are computed at run time (no axes input):
     sets attrs["pads"] to value dims of max(pads, 0) and returns the crops max(-pads, 0)
     a DynamicCrop applies after it (ONNX's negative pads); None for other nodes."""
     from mdsl.ops.runtime_sizes import value_dims
 
-    if mapping.mdsl_type != "Pad" or node.opset < 11 or ctx.current_graph() is not ctx.graph:
+    if mapping.mdsl_type != "Pad" or node.opset < 11:
         return None
     if len(node.inputs) < 2 or ctx.value(node.inputs[1]) is not None:
         return None
@@ -1131,14 +1137,17 @@ RUN_TIME_ATTRS = {
 }
 
 
-def dynamic_reshape(ctx: _Importer, node: OnnxNode) -> list:
+def dynamic_reshape(ctx: _Importer, node: OnnxNode, sizes: list | None = None) -> list:
     """A Reshape whose shape is computed at run time from data (not from Shape: those
-    are import-time symbolic values): a DynamicReshape, its dims data-dependent."""
+    are import-time symbolic values): a DynamicReshape, its dims data-dependent (bounded
+    by `sizes`, the shape's values as ints and value dims, when the importer knows them)."""
     shape = ctx.tensor(node.inputs[1])
     with ctx.scope_of(node) as leaf:
         if shape.dtype != DType.int64:
             shape = ctx.emit("Cast", [shape], {"to": DType.int64})[0]
         attrs = {"allowzero": bool(int(node.attrs.get("allowzero", 0)))}
+        if sizes is not None:
+            attrs["sizes"] = [s if isinstance(s, Dim) else int(s) for s in sizes]
         return ctx.emit("DynamicReshape", [ctx.input_tensor(node, 0), shape], attrs, name=leaf)
 
 

@@ -312,10 +312,6 @@ def _run_time_range(ctx, node, dtype: DType) -> list:
     """Range over run-time scalars, as ONNX defines it: n = max(ceil((limit - start) /
     delta), 0) (computed in float64) becomes a value dim, and the output is start +
     delta * [0, 1, ..., n - 1] in the inputs' dtype."""
-    if ctx.current_graph() is not ctx.graph:
-        raise GraphError(
-            "Range over values computed at run time is imported only outside If/Loop bodies"
-        )
     start, limit, delta = (ctx.tensor(name) for name in node.inputs[:3])
     with ctx.scope_of(node, composite=True):
         wide = [emit1(ctx, "Cast", t, to=DType.float64) for t in (start, limit, delta)]
@@ -549,17 +545,36 @@ def loop(ctx, node) -> list:
         if n_scan:
             probe = [TensorType((), DType.int64), TensorType((), DType.bool_)]
             probe += [t.type for t in state]
+            inside: set[str] = set()
             found = result_types(
                 lambda i, c, *v: tuple(ctx.import_subgraph(body, [i, c, *v])),
                 probe,
                 f"{name}_probe",
+                bound_inside=inside,
             )
+            _check_scan_rows(found[1 + n_state :], inside)
             scans, declared = _empty_scans(ctx, node, found[1 + n_state :], name)
             shapes = [None] * (2 + n_state) + declared
             bounds = _scan_bounds(ctx, node, declared, name)
         inits = (*start, condition, *state, *scans)
         result = while_loop(keep_going, step, inits, shapes=shapes, bounds=bounds, name=name)
     return list(result[2:])
+
+
+def _check_scan_rows(types: list[TensorType], bound_inside: set[str]) -> None:
+    """A scan output stacks rows of one shape: a row size the body computes (a value
+    dim, a data-dependent size bound when the body runs) could change between
+    iterations, so it is refused (ONNX Runtime fails such a loop when it does)."""
+    for k, t in enumerate(types):
+        for axis, d in enumerate(t.shape):
+            local = sorted(d.free_symbols & bound_inside) if isinstance(d, Dim) else []
+            if local:
+                raise GraphError(
+                    f"Loop scan output {k}: dim {axis} of its rows is {d}, a size the body "
+                    f"computes each iteration ({', '.join(local)}); mdsl stacks scan rows of "
+                    "one shape, known before the loop runs. Carry the rows as a loop state "
+                    "(Concat) or make the size a constant"
+                )
 
 
 def _empty_scans(ctx, node, types: list, name: str) -> tuple[list, list]:
@@ -580,9 +595,10 @@ def _empty_scans(ctx, node, types: list, name: str) -> tuple[list, list]:
 
 def _scan_bounds(ctx, node, declared: list, name: str) -> dict | None:
     """`bounds=` for the scan rows when the trip count is known only at run time: the
-    trip count itself, a shape-derived dim or (top-level graph) a value dim of
-    clip(M, 0, MAX_DIM), bound before the run, so compiled backends plan the rows per
-    call. None when M is an import-time int (the rows' declared max) or absent."""
+    trip count itself, a shape-derived dim or a value dim of clip(M, 0, MAX_DIM), bound
+    before the loop runs (at the top level: before the run, so compiled backends plan
+    the rows per call; inside a body: each time the body runs). None when M is an
+    import-time int (the rows' declared max) or absent."""
     if not node.inputs or not node.inputs[0]:
         return None
     trip = ctx.value(node.inputs[0])
@@ -590,14 +606,12 @@ def _scan_bounds(ctx, node, declared: list, name: str) -> dict | None:
         return None
     if trip is not None:
         bound = trip.reshape(-1)[0]
-    elif ctx.current_graph() is ctx.graph:
+    else:
         m = ctx.input_tensor(node, 0)
         with ctx.scope_of(node, composite=True):
             m = emit1(ctx, "Reshape", m, shape=(1,))
             m = emit1(ctx, "Min", emit1(ctx, "Max", m, np.int64(0)), np.int64(MAX_DIM))
             (bound,) = value_dims(m, name=f"{_symbol_stem(name)}_trip_count")
-    else:  # inside a body: the rows keep no bound (the loop runs on the interpreter)
-        return None
     return {shape[0].name: bound for shape in declared}
 
 

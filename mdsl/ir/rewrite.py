@@ -207,17 +207,25 @@ def remove_nodes(g: Graph, nodes: Iterable[Node], *, check: bool = True) -> int:
 
 def prune_dead(g: Graph, candidates: Iterable[Node] | None = None) -> int:
     """Remove nodes of `g` whose outputs nobody reads (Inputs and Outputs stay), starting
-    from `candidates` (default: every node) and following their inputs upward."""
+    from `candidates` (default: every node) and following their inputs upward. A node
+    binding symbols (attr `dynamic`) that other nodes' types use stays: they read its
+    sizes through their attributes, not through an edge (a ValueDims node)."""
     uses = use_map(g)
     counts = {t: len(u) for t, u in uses.items()}
     pending = list(g if candidates is None else candidates)
     dead: set[int] = set()
+    typed: dict[str, int] | None = None
     while pending:
         node = pending.pop()
         if id(node) in dead or node.graph is not g or node.op_type in (INPUT, OUTPUT):
             continue
         if any(counts.get(t, 0) for t in node.outputs):
             continue
+        if node.attrs.get("dynamic"):
+            typed = _symbol_uses(g) if typed is None else typed
+            own = _symbol_uses_of([node])
+            if any(typed.get(s, 0) > own.get(s, 0) for s in node.attrs["dynamic"]):
+                continue
         dead.add(id(node))
         for t in _reads(node):
             if t in counts:
@@ -227,6 +235,24 @@ def prune_dead(g: Graph, candidates: Iterable[Node] | None = None) -> int:
     if dead:
         g.replace_nodes([n for n in g if id(n) not in dead])
     return len(dead)
+
+
+def _symbol_uses(g: Graph) -> dict[str, int]:
+    """symbol -> how many tensor types of `g` and its subgraphs use it."""
+    return _symbol_uses_of([n for sub in all_graphs(g) for n in sub])
+
+
+def _symbol_uses_of(nodes: list[Node]) -> dict[str, int]:
+    """symbol -> how many output dims and attribute values of `nodes` use it."""
+    found: dict[str, int] = {}
+    for n in nodes:
+        dims = [d for t in n.outputs for d in t.type.shape]
+        for value in n.attrs.values():
+            dims += list(value) if isinstance(value, tuple | list) else [value]
+        for d in dims:
+            for s in getattr(d, "free_symbols", ()):
+                found[s] = found.get(s, 0) + 1
+    return found
 
 
 def _reads(node: Node) -> list[Tensor]:

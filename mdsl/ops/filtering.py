@@ -2,10 +2,13 @@
 
 How many elements survive is known only when the node runs, so each declares that count
 as a data-dependent symbol (`mdsl.ops.dynamic`, docs/dynamic-shapes.md), bounded by the
-size of what it filters.
+size of what it filters. The C backend runs both as compiled loops (`filtering.c`, "c"
+bindings) that report the count they kept.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -126,6 +129,9 @@ def _unique_ref(x, *, axis, sorted, **_):
 
 register_op_impl("Compress", _compress_ref)
 register_op_impl("Unique", _unique_ref)
+C_SOURCE = Path(__file__).with_name("filtering.c").read_text()
+register_op_impl("Compress", backend="c", source=C_SOURCE, symbol="filtering_compress")
+register_op_impl("Unique", backend="c", source=C_SOURCE, symbol="filtering_unique")
 data_dependent(
     "Compress",
     count=lambda x, condition, **_: 1,

@@ -11,8 +11,10 @@ attributes like a feed's symbols (docs/dynamic-shapes.md, "value dims").
 Every backend binds them before the sizes they decide are needed: the interpreter when
 the node runs; compiled backends before the run (`mdsl.targets.signatures`: the nodes
 the values depend on run in the interpreter first), so memory is planned per call with
-the actual sizes. A value below 0 or above `mdsl.ir.dim.MAX_DIM` is an ExecutionError
-naming the node.
+the actual sizes. Inside an If/Loop body the symbols are bound each time the body runs
+and live for that run only; compiled backends plan their buffers at a capacity grown
+when a run exceeds it (`mdsl.codegen.plan.capacity_symbol`). A value below 0 or above
+`mdsl.ir.dim.MAX_DIM` is an ExecutionError naming the node.
 
 >>> import numpy as np, mdsl
 >>> with mdsl.Graph("ramp") as g:
@@ -24,6 +26,8 @@ naming the node.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -182,23 +186,34 @@ data_dependent("DynamicSlice", count=_unknown_lengths, bounds=_slice_bounds)
     "DynamicReshape",
     inputs={"x": "any", "shape": "int"},
     outputs={"y": "any"},
-    attrs={"allowzero": Attr(bool, default=False), DYNAMIC: Attr([str], default=())},
+    attrs={
+        "allowzero": Attr(bool, default=False),
+        "sizes": Attr([int], default=None),
+        DYNAMIC: Attr([str], default=()),
+    },
     category="opaque",
 )
-def _dynamic_reshape(x, shape, *, allowzero, dynamic):
+def _dynamic_reshape(x, shape, *, allowzero, sizes, dynamic):
     """`x` reshaped to `shape`, an int64 vector read at run time (ONNX Reshape: 0 copies
     the input's dim unless `allowzero`, one -1 is inferred): every output dim is
     data-dependent, at most numel(x) (so an empty x reshapes to zero-size dims only); a
-    shape that does not fit is an ExecutionError."""
+    shape that does not fit is an ExecutionError. `sizes`, where the importer knows the
+    shape's values as value dims (`mdsl.ops.runtime_sizes`), bounds each dim by its value
+    (a value dim that is 0 at run time, copying the input's dim, then exceeds its bound:
+    an ExecutionError); -1 entries are bounded by numel(x)."""
     check(
         shape.rank == 1 and shape.is_static,
         f"shape must be a static vector, got {shape.describe()}",
     )
     check(len(dynamic) == shape.shape[0], f"{len(dynamic)} symbol names for rank {shape.shape[0]}")
+    check(
+        sizes is None or len(sizes) == shape.shape[0],
+        f"{len(sizes or ())} sizes for a shape of {shape.shape[0]} entries",
+    )
     return TensorType(tuple(value_dim(s) for s in dynamic), x.dtype)
 
 
-def dynamic_reshape(x, shape, *, allowzero: bool = False, name: str | None = None):
+def dynamic_reshape(x, shape, *, allowzero: bool = False, sizes=None, name: str | None = None):
     """`x` reshaped to the int64 vector `shape` read at run time (ONNX Reshape); the
     output dims are data-dependent (compiled backends size them by numel(x)).
 
@@ -210,7 +225,7 @@ def dynamic_reshape(x, shape, *, allowzero: bool = False, name: str | None = Non
     >>> mdsl.interpret(g, {"x": np.zeros((2, 6), np.float32), "s": np.array([-1, 4])})["y"].shape
     (3, 4)
     """
-    return _dynamic_reshape(x, shape, allowzero=allowzero, name=name)
+    return _dynamic_reshape(x, shape, allowzero=allowzero, sizes=sizes, name=name)
 
 
 def reshaped_dims(in_shape: tuple, shape, allowzero: bool) -> tuple[int, ...]:
@@ -239,11 +254,31 @@ def _dynamic_reshape_ref(x, shape, *, allowzero=False, **_):
     return np.ascontiguousarray(x).reshape(reshaped_dims(x.shape, shape, allowzero))
 
 
+def _reshape_bounds(x, shape, *, allowzero=False, sizes=None, **_) -> list:
+    """Each output dim at most numel(x), or what `sizes` says it is: its value, the
+    input's dim for a 0 that copies it."""
+    whole = numel(x.shape)
+    if sizes is None:
+        return [whole] * shape.shape[0]
+    bounds = []
+    for axis, size in enumerate(sizes):
+        if isinstance(size, int) and size == -1:
+            bounds.append(whole)
+        elif isinstance(size, int) and size == 0 and not allowzero:
+            bounds.append(x.shape[axis] if axis < x.rank else 0)
+        else:
+            bounds.append(size)
+    return bounds
+
+
 register_op_impl("DynamicReshape", _dynamic_reshape_ref)
 data_dependent(
     "DynamicReshape",
     count=lambda x, shape, **_: shape.shape[0],
-    bounds=lambda x, shape, **_: [numel(x.shape)] * shape.shape[0],
+    bounds=_reshape_bounds,
+    invalid="the shape read at run time is invalid or does not fit the input (cannot "
+    "reshape: a negative size, two -1s, a 0 copying no input dim, or a product that is not "
+    "the input's element count)",
 )
 
 
@@ -305,6 +340,7 @@ data_dependent(
     "DynamicCrop",
     count=lambda x, crops, **_: x.rank,
     bounds=lambda x, crops, **_: list(x.shape),
+    invalid="a crop below 0, or a run-time pad that makes the dim negative",
 )
 
 
@@ -362,4 +398,12 @@ data_dependent(
     "DynamicSliceAxes",
     count=lambda x, *_, **__: x.rank,
     bounds=lambda x, *_, **__: list(x.shape),
+)
+
+
+# compiled loops for the C backend (runtime_sizes.c) that report the sizes they produced
+C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
+register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
+register_op_impl(
+    "DynamicReshape", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_reshape"
 )

@@ -208,15 +208,24 @@ def _hoist(node: Node, sub: Graph) -> int:
     n_vars = node.attrs["num_loop_vars"]
     params = subgraph_params(sub)
     invariant = set(params[n_vars:])
+    # sizes bound inside the loop (its own dims, what nodes staying in it bind): a node
+    # whose type uses one reads it through its attributes and must stay too
+    bound_here = set(node.attrs.get("dynamic") or ())
     consts: list[Node] = []
     hoisted: list[Node] = []
     for m in sub:
         if m.op_type == CONST:
             consts.append(m)
             invariant.update(m.outputs)
-        elif _hoistable(m) and all(t is None or t in invariant for t in m.inputs):
+        elif (
+            _hoistable(m)
+            and all(t is None or t in invariant for t in m.inputs)
+            and not _symbols_of(m) & bound_here
+        ):
             hoisted.append(m)
             invariant.update(m.outputs)
+        else:
+            bound_here |= _bound_by(m)
     if not hoisted:
         return 0
     reads = {t for m in hoisted for t in m.inputs if t is not None}
@@ -231,6 +240,17 @@ def _hoist(node: Node, sub: Graph) -> int:
     insert_nodes(node.graph, [copy for _, copy in copies] + hoisted, before=node)
     _capture_hoisted(node, sub, [t for m in hoisted for t in m.outputs])
     return len(hoisted)
+
+
+def _bound_by(m: Node) -> set[str]:
+    """The symbols `m` and the nodes of its subgraphs bind when they run (attr `dynamic`)."""
+    inside = [n for sub in m.subgraphs.values() for g in all_graphs(sub) for n in g]
+    return {s for n in (m, *inside) for s in n.attrs.get("dynamic") or ()}
+
+
+def _symbols_of(m: Node) -> set[str]:
+    """The symbols `m`'s output types use (sizes its attributes or inputs give it)."""
+    return {s for t in m.outputs for d in t.type.shape for s in getattr(d, "free_symbols", ())}
 
 
 def _hoistable(m: Node) -> bool:

@@ -7,7 +7,9 @@ stored in the Conv's dtype. A Conv whose only reader multiplies or adds a consta
 is one value per output channel (or one value: Caffe2 exports write a BatchNorm as BN
 followed by such a Mul and Add) folds the same way: W' = W * m, b' = b * m, or b' = b + a.
 A convolution whose epilogue is then at most bias and ReLU keeps oneDNN's layouts across
-layers (docs/cpu-kernels.md).
+layers (docs/cpu-kernels.md). A zero constant Pad of the spatial dims before a Conv (how
+TensorFlow-style "same" padding is exported, e.g. Hugging Face's MobileNetV2) becomes the
+Conv's own padding: no padded copy, and the tensor before it may stay in oneDNN's layout.
 
 `fuse_matmul_add`: MatMul of 2-D operands plus a bias that broadcasts to its (M, N)
 output becomes one ONNX Gemm (a BLAS call with beta*C). Higher-rank MatMul + Add (the
@@ -86,6 +88,35 @@ def _fold_affine_into_conv(m: Match) -> Tensor | None:
     return m.rewriter.emit("Conv", [x, w_t, b_t], dict(conv.attrs), like=conv).outputs[0]
 
 
+def _fold_pad_into_conv(m: Match) -> Tensor | None:
+    """Conv(Pad(x)) with zero constant padding of the spatial dims -> Conv(x), its pads
+    grown by the Pad's."""
+    conv, pad = m.root, m["padded"].producer
+    x = pad.inputs[0]
+    rank = len(x.shape)
+    if len(pad.inputs) != 1 or pad.attrs.get("mode", "constant") != "constant":
+        return None
+    if (
+        pad.attrs.get("constant_value", 0.0) != 0.0
+        or conv.attrs.get("auto_pad", "NOTSET") != "NOTSET"
+    ):
+        return None
+    axes = pad.attrs.get("axes")
+    axes = range(rank) if axes is None else [a % rank for a in axes]
+    begins, ends = [0] * rank, [0] * rank
+    pads = list(pad.attrs["pads"])
+    for i, a in enumerate(axes):
+        begins[a], ends[a] = pads[i], pads[i + len(pads) // 2]
+    if any(begins[:2] + ends[:2]) or min(begins + ends) < 0:
+        return None
+    spatial = rank - 2
+    own = list(conv.attrs.get("pads") or (0,) * (2 * spatial))
+    grown = [own[i] + begins[2 + i] for i in range(spatial)]
+    grown += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
+    attrs = dict(conv.attrs, pads=tuple(grown))
+    return m.rewriter.emit("Conv", [x, *conv.inputs[1:]], attrs, like=conv).outputs[0]
+
+
 def folded_conv_params(w, b, scale, bias, mean, var, *, epsilon: float):
     """Weights and bias of a Conv equal to Conv(w, b) followed by BatchNorm."""
     s = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
@@ -110,6 +141,11 @@ CONV_BN_RULES = PatternMatcher(
         ),
         (Pat("Mul", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
         (Pat("Add", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
+        (Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), None), _fold_pad_into_conv),
+        (
+            Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), Pat.var("b")),
+            _fold_pad_into_conv,
+        ),
     ]
 )
 
@@ -117,7 +153,8 @@ CONV_BN_RULES = PatternMatcher(
 @register("fold_conv_bn", levels=(2, 3))
 def fold_conv_bn(g: Graph) -> PassResult:
     """Fold inference BatchNormalization, and Mul / Add of a constant per output
-    channel, into the Conv before it (constant params).
+    channel, into the Conv before it (constant params), and a zero Pad of the spatial
+    dims into the Conv after it.
 
     >>> import mdsl
     >>> with mdsl.Graph("demo") as g:
@@ -130,7 +167,9 @@ def fold_conv_bn(g: Graph) -> PassResult:
     """
     count = CONV_BN_RULES.sweep(g)
     return PassResult(
-        g, count > 0, f"folded {count} BatchNormalization / per-channel Mul / Add node(s) into Conv"
+        g,
+        count > 0,
+        f"folded {count} BatchNormalization / per-channel Mul / Add / Pad node(s) into Conv",
     )
 
 

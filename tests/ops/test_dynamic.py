@@ -130,3 +130,51 @@ def test_an_unbounded_data_dependent_size_is_refused_clearly(positives):
     g, _ = _graph(positives)
     with pytest.raises(mdsl.CompileError, match=r"mdsl\.interpret"):
         mdsl.compile(g, backend="c")(x=np.ones(3, np.float32))
+
+
+# -- a data-dependent op bound to a C function: no callback, the function reports the size ----
+KEEP_POSITIVE_C = """
+int keep_positive(const mdsl_tensor *in, int n_in, mdsl_tensor *out, int n_out,
+                  const double *attrs, int n_attrs) {
+    const float *x = (const float *)in[0].data;
+    float *y = (float *)out[0].data;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < in[0].size; i++)
+        if (x[i] > 0) y[kept++] = x[i];
+    ((int64_t *)out[0].shape)[0] = kept + OVERSHOOT;  /* the size it produced */
+    return 0;
+}
+"""
+
+
+def _bind_c_keep_positive(overshoot: int) -> None:
+    source = f"#define OVERSHOOT ({overshoot})\n{KEEP_POSITIVE_C}"
+    mdsl.register_op_impl("KeepPositive", backend="c", source=source, symbol="keep_positive")
+
+
+def test_a_c_bound_data_dependent_op_runs_natively_and_binds_its_size(positives):
+    _bind_c_keep_positive(0)
+    g, _ = _graph(positives)
+    exe = mdsl.compile(g, backend="c")
+    assert exe.plan.fallbacks == [] and exe.plan.callbacks == []
+    rng = np.random.default_rng(1)
+    for x in [rng.standard_normal(n).astype(np.float32) for n in (7, 1, 0)] + [
+        -np.ones(4, np.float32),
+        np.ones(4, np.float32),
+    ]:
+        got, want = exe(x=x), mdsl.interpret(g, {"x": x})
+        for name in ("doubled", "total"):
+            assert got[name].shape == want[name].shape, (name, x)
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6)
+
+
+@pytest.mark.parametrize("overshoot", [1, -5])
+def test_a_c_function_reporting_a_size_outside_the_bound_is_an_execution_error(
+    positives, overshoot
+):
+    _bind_c_keep_positive(overshoot)
+    g, y = _graph(positives)
+    exe = mdsl.compile(g, backend="c")
+    with pytest.raises(mdsl.ExecutionError, match=r"outside \[0, N\]") as e:
+        exe(x=np.ones(3, np.float32))
+    assert y.producer.name in str(e.value)

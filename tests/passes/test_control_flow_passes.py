@@ -202,6 +202,31 @@ def test_an_invariant_of_two_nested_loops_leaves_both():
     assert_same_on(g, g2, feeds)
 
 
+def test_a_node_sized_by_a_symbol_the_body_binds_stays_in_the_loop():
+    """ConstantOfShape((k,)) has no inputs, but k is bound in the body each iteration
+    (a value dim of the counter): hoisting it would size it once, before k exists.
+    The ValueDims binding k stays too, though no edge reads its output."""
+    with mdsl.Graph() as g:
+        n = g.input("n", (), "int64")
+        x = g.input("x", (4,))
+
+        def body(i, total):
+            (k,) = ops.value_dims(ops.reshape(i, shape=(1,)))
+            ones = ops.constant_of_shape((k,), 1.0)
+            hoistable = ops.reduce_sum(ops.exp(x), keepdims=False)
+            return i + 1, total + ops.reduce_sum(ones, keepdims=False) + hoistable
+
+        _, y = mdsl.while_loop(lambda i, t: i < n, body, (np.int64(0), np.float32(0.0)))
+        g.output(y, "y")
+    g2 = mdsl.optimize(g, level=2)
+    body = names(g2.node("while/While").subgraphs["body"])
+    assert "while/body/ConstantOfShape" in body and "while/body/ValueDims" in body
+    assert "while/body/Exp" in names(g2)  # what is invariant still leaves
+    feeds = {"n": np.int64(4), "x": np.linspace(-1, 1, 4, dtype=np.float32)}
+    assert_same_on(g, g2, feeds)
+    assert mdsl.interpret(g2, {**feeds, "n": np.int64(0)})["y"] == 0.0
+
+
 # -- prune_control_flow ----------------------------------------------------------------------------
 def test_unread_if_outputs_go_from_the_node_and_every_branch():
     with mdsl.Graph() as g:

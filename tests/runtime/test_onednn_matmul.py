@@ -121,3 +121,98 @@ def test_calls_on_one_thread_and_on_the_team_each_have_their_primitive():
         x = _rand(128, 256)
         want = _first(mdsl.interpret(g, {"x": x}))
         np.testing.assert_allclose(_first(exe(x=x)), want, rtol=1e-4, atol=1e-4)
+
+
+# -- batched products of run-time operands (attention) -----------------------------------------
+STRIDED = "operands read in place by strides"
+
+
+def _attention(shape, scale_op, head_split=False):
+    """softmax(Q Kᵀ ∘ scale) V over [B, H, S, D]; with `head_split` Q, K and V are
+    [B, S, H*D] inputs split into heads by Reshape + Transpose (BERT's layout, read in
+    place with a row stride of H*D)."""
+    b, h, s, d = shape
+    with mdsl.Graph("attn") as g:
+        if head_split:
+            q, k, v = (
+                ops.transpose(
+                    ops.reshape(g.input(n, (b, s, h * d)), shape=(b, s, h, d)), perm=(0, 2, 1, 3)
+                )
+                for n in "qkv"
+            )
+        else:
+            q, k, v = (g.input(n, shape) for n in "qkv")
+        scores = ops.matmul(q, ops.transpose(k, perm=(0, 1, 3, 2)))
+        scores = scores * 0.125 if scale_op == "mul" else ops.div(scores, np.float32(scale_op))
+        g.output(ops.matmul(ops.softmax(scores, axis=-1), v), "y")
+    return g
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "shape, scale_op, head_split",
+    [
+        ((1, 3, 128, 64), "mul", False),  # the benchmark's shape, smaller batch
+        ((2, 2, 67, 65), 8.0, False),  # no block size divides S or D; / 8 is alpha 0.125
+        ((2, 3, 70, 64), "mul", True),  # BERT's head split: strided rows and batch
+    ],
+)
+def test_batched_attention_products_by_onednn_equal_the_interpreter(
+    shape, scale_op, head_split, threads
+):
+    g = _attention(shape, scale_op, head_split)
+    b, h, s, d = shape
+    feed_shape = (b, s, h * d) if head_split else shape
+    feeds = {n: _rand(*feed_shape) for n in "qkv"}
+    exe = mdsl.compile(g, "c", threads=threads)
+    source = _source(exe)
+    assert source.count(STRIDED) == 2, source  # Q·Kᵀ and P·V
+    assert "alpha 0.125" in source
+    for _ in range(3):  # the team probe: one-thread and whole-team primitives
+        got, want = _first(exe(**feeds)), _first(mdsl.interpret(g, feeds))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_onednn
+def test_broadcast_batch_dims_are_size_one_for_onednn():
+    """[2, 3, M, K] @ [3, K, N] and [2, 1, M, K] @ [2, 3, K, N]: the operand that
+    broadcasts a batch dim reads it with size 1."""
+    with mdsl.Graph("bcast") as g:
+        g.output(ops.matmul(g.input("a", (2, 3, 72, 64)), g.input("b", (3, 64, 66))), "y")
+        g.output(ops.matmul(g.input("c", (2, 1, 72, 64)), g.input("d", (2, 3, 64, 66))), "z")
+    feeds = {"a": _rand(2, 3, 72, 64), "b": _rand(3, 64, 66)}
+    feeds |= {"c": _rand(2, 1, 72, 64), "d": _rand(2, 3, 64, 66)}
+    exe = mdsl.compile(g, "c", threads=1)
+    assert _source(exe).count(STRIDED) == 2
+    got, want = exe(**feeds), mdsl.interpret(g, feeds)
+    for name in ("y", "z"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_small_products_and_other_scales_keep_blas():
+    """Products with a side below 64 stay on OpenBLAS per batch entry (not faster on
+    oneDNN); a division by 3 is not a power of two, so it stays an epilogue (and the
+    product with it on BLAS). Both equal the interpreter."""
+    small, odd = (1, 2, 40, 64), (1, 2, 64, 64)
+    for shape, scale, n_strided in ((small, "mul", 0), (odd, 3.0, 1)):  # odd: P·V only
+        g = _attention(shape, scale)
+        feeds = {n: _rand(*shape) for n in "qkv"}
+        exe = mdsl.compile(g, "c", threads=1)
+        assert _source(exe).count(STRIDED) == n_strided
+        np.testing.assert_allclose(
+            _first(exe(**feeds)), _first(mdsl.interpret(g, feeds)), rtol=1e-5, atol=1e-6
+        )
+
+
+def test_a_constant_scale_is_blas_alpha_without_onednn():
+    """Without oneDNN the scale still becomes the BLAS call's alpha: no epilogue pass."""
+    g = _attention((1, 2, 16, 8), "mul")
+    feeds = {n: _rand(1, 2, 16, 8) for n in "qkv"}
+    with onednn.disabled():
+        exe = mdsl.compile(g, "c", threads=1)
+        got = _first(exe(**feeds))
+    source = _source(exe)
+    assert "(float)0.125," in source and "acc * 0.125" not in source.replace("f)", ")")
+    np.testing.assert_allclose(got, _first(mdsl.interpret(g, feeds)), rtol=1e-5, atol=1e-6)

@@ -20,7 +20,11 @@ The calling convention (also in `register_op_impl`'s docstring and `header_text(
                const double *attrs, int n_attrs);
 
 It returns 0 on success; anything else stops the run with an ExecutionError naming the
-node. Outputs are preallocated with the shapes the op's InferShape gave, and never
+node. A data-dependent op (`mdsl.ops.dynamic.data_dependent`) gets each output at its
+sizes' bounds and reports the sizes it produced: it writes each one into its output's
+shape entry (`((int64_t *)outputs[j].shape)[axis]`, the first output axis holding the
+size), and writes the elements contiguously at those sizes; the generated code checks each
+size against its bound (an ExecutionError naming the node) and binds it for what follows. Outputs are preallocated with the shapes the op's InferShape gave, and never
 overlap the inputs. `attrs` holds the op's attrs in prototype order as doubles (bools
 as 0/1; attrs that are not a bool, int or float are passed as NaN). float16 data is
 `_Float16`, bfloat16 data is the upper 16 bits of a float32 (`uint16_t`).
@@ -54,6 +58,7 @@ import math
 import os
 
 from mdsl.codegen import kir
+from mdsl.codegen.dims import render_dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment
 
@@ -160,15 +165,17 @@ def _comment(k: kir.CustomCall) -> str:
 
 
 def render_call_body(plan, k: kir.CustomCall) -> str:
-    """The body of the kernel wrapping one call: static shape tables, tensor records."""
+    """The body of the kernel wrapping one call: shape tables (static ones `static
+    const`), tensor records, and the checks binding the sizes the function reports."""
     pad = "    "
     lines = []
+    reported = {size.output for size in k.sizes}
     ins = [
         _tensor_record(lines, f"in{i}", b, t)
         for i, (b, t) in enumerate(zip(k.inputs, k.input_types))
     ]
     outs = [
-        _tensor_record(lines, f"out{i}", b, t)
+        _tensor_record(lines, f"out{i}", b, t, writable=i in reported)
         for i, (b, t) in enumerate(zip(k.outputs, k.output_types))
     ]
     lines.append(_record_array("const mdsl_tensor", "inputs", ins))
@@ -183,18 +190,47 @@ def render_call_body(plan, k: kir.CustomCall) -> str:
         f"if ({k.function}({in_arg}, {len(ins)}, {out_arg}, {len(outs)}, {attrs}, "
         f"{len(k.attrs)}) != 0) return 1;"
     )
+    lines += _size_checks(plan, k)
     return "\n".join(pad + line for line in lines)
 
 
-def _tensor_record(lines: list[str], name: str, buffer: str | None, typ) -> str:
+def _size_checks(plan, k: kir.CustomCall) -> list[str]:
+    """Each reported size checked against its bound (a failure stores it in the `dims`
+    slot after the symbols' and returns the failure's status) and bound to its slot."""
+    lines = []
+    detail = len(plan.symbols)
+    base = len(plan.all_kernels()) + 1
+    for size in k.sizes:
+        value = f"out{size.output}_shape[{size.axis}]"
+        lines.append(
+            f"if ({value} < 0 || {value} > {render_dim(size.bound)}) "
+            f"{{ dims[{detail}] = {value}; return {base + size.failure}; }}"
+        )
+        lines.append(f"dims[{int(size.symbol.name.removeprefix('dim'))}] = {value};")
+    return lines
+
+
+def call_status(k, step: int, call: str) -> str:
+    """The schedule's line for kernel `k` at `step`: a failure returns step + 1, a failed
+    size check of a custom call its own status (`_size_checks`)."""
+    if isinstance(k, kir.CustomCall) and k.sizes:
+        return f"{{ int status = {call}; if (status) return status == 1 ? {step + 1} : status; }}"
+    return f"if ({call}) return {step + 1};"
+
+
+def _tensor_record(lines: list[str], name: str, buffer: str | None, typ, writable=False) -> str:
     if buffer is None or typ is None:
         return "{NULL, NULL, 0, 0, -1}"
     dtype, shape = typ
+    static = not writable and all(isinstance(d, int) for d in shape)
     if shape:
-        sizes = ", ".join(str(d) for d in shape)
-        lines.append(f"static const int64_t {name}_shape[{len(shape)}] = {{{sizes}}};")
+        sizes = ", ".join(render_dim(d) for d in shape)
+        qualifier = "static const " if static else ""
+        lines.append(f"{qualifier}int64_t {name}_shape[{len(shape)}] = {{{sizes}}};")
     shape_ref = f"{name}_shape" if shape else "NULL"
-    size = math.prod(shape)
+    size = " * ".join(render_dim(d) for d in shape) if shape else "1"
+    if static:
+        size = str(math.prod(shape))
     return f"{{(void *){buffer}, {shape_ref}, {size}, {len(shape)}, {DTYPE_CODES[dtype]}}}"
 
 

@@ -1,11 +1,12 @@
 """C body of a GEMM computed by oneDNN's matmul (`mdsl.codegen.onednn_matmul`,
-`csrc/templates/c/onednn_matmul.h.j2`): one primitive call over the whole product, then
-the epilogue over C in place."""
+`csrc/templates/c/onednn_matmul.h.j2`): one primitive call over the whole product (and
+batch), then the epilogue over C in place."""
 
 from __future__ import annotations
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index
+from mdsl.codegen.onednn_matmul import strided_layout
 from mdsl.targets.c.conv import team_state_lines, weights_layout_line
 
 INDENT = "    "
@@ -20,22 +21,32 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
     """The kernel body of `k` on oneDNN; `epilogue_lines` is the C target's renderer of
     an epilogue, `parallel` its pragma for the epilogue's loop over rows."""
     state = f"mdsl_dnnl_{k.name}"
-    a = f"{k.a.buffer} + {flat_index(k.a, [])}"
-    oc = flat_index(k.out, [])
-    sizes = (
-        f"{k.m}, {k.k}, {k.n}, sizeof(float) * {k.onednn_b_elems}, "
-        f"w_layout, {len(k.onednn_b_layout)}"
-    )
+    a, oc = f"{k.a.buffer} + {flat_index(k.a, [])}", flat_index(k.out, [])
     lines = [
-        f"/* oneDNN {k.onednn}: [{k.m}, {k.k}] @ [{k.k}, {k.n}], B reordered at plan time */",
+        _summary(k),
         *team_state_lines("mdsl_dnnl_matmul", state),
-        weights_layout_line(k.onednn_b_layout),
-        f"if (!mdsl_dnnl_matmul_ready(s, {sizes}))",
+    ]
+    if k.packed_b:  # a constant B in the primitive's layout
+        lines.append(weights_layout_line(k.onednn_b_layout))
+        spec = _spec(
+            ((k.m, k.k), (k.k, 1)),
+            ((k.k, k.n), (k.n, 1)),
+            ((k.m, k.n), (k.n, 1)),
+            k.alpha,
+            f"sizeof(float) * {k.onednn_b_elems}, w_layout, {len(k.onednn_b_layout)}",
+        )
+        b = k.packed_b
+    else:
+        spec = _spec(*strided_layout(k), k.alpha, "0, 0, 0")
+        b = f"{k.b.buffer} + {flat_index(k.b, [])}"
+    lines += [
+        f"static const mdsl_dnnl_matmul_spec spec = {spec};",
+        "if (!mdsl_dnnl_matmul_ready(s, &spec))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_matmul_run(s, {a}, {k.packed_b}, {k.out.buffer} + {oc}))",
+        f"if (mdsl_dnnl_matmul_run(s, {a}, {b}, {k.out.buffer} + {oc}))",
         f"{INDENT}return 1;",
     ]
-    if k.epilogue is not None:
+    if k.epilogue is not None:  # routed only without batch dims (`with_onednn_batched`)
         acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
         inner = epilogue_lines(k.epilogue, k.out_shape, ["i", "jn"], acc, k.dtype)
         lines += [
@@ -48,3 +59,21 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
             "}",
         ]
     return "\n".join(INDENT + x for x in lines)
+
+
+def _summary(k: kir.Gemm) -> str:
+    batch = "".join(f"{b} x " for b in k.batch_shape)
+    how = "B reordered at plan time" if k.packed_b else "operands read in place by strides"
+    scale = f", alpha {k.alpha!r}" if k.alpha != 1.0 else ""
+    return f"/* oneDNN {k.onednn}: {batch}[{k.m}, {k.k}] @ [{k.k}, {k.n}]{scale}, {how} */"
+
+
+def _spec(a, b, c, alpha: float, weights: str) -> str:
+    """The C initializer of an `mdsl_dnnl_matmul_spec`: (dims, strides) of A, B and C."""
+
+    def ints(values) -> str:
+        return "{" + ", ".join(str(v) for v in values) + "}"
+
+    dims = ", ".join(ints(t[0]) for t in (a, b, c))
+    strides = ", ".join(ints(t[1]) for t in (a, b, c))
+    return f"{{{len(a[0])}, {{{dims}}}, {{{strides}}}, {float(alpha)!r}f, {weights}}}"

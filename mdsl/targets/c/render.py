@@ -36,7 +36,7 @@ from mdsl.targets.c.conv import (
     packed_conv_body,
     uses_onednn,
 )
-from mdsl.targets.c.custom import render_call_body, render_preamble
+from mdsl.targets.c.custom import call_status, render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
@@ -88,8 +88,8 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
                 + "\n */"
             )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls[id(k)] = f"if ({function}({', '.join(args)})) return {step + 1};"
-        if isinstance(k, kir.Callback):  # sizes the node's results decided
+        calls[id(k)] = call_status(k, step, f"{function}({', '.join(args)})")
+        if isinstance(k, kir.Callback | kir.CustomCall):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
     memory = plan.memory
@@ -193,6 +193,9 @@ def _signature(plan: Plan, k, position: dict[str, int]) -> tuple[list[str], list
     if isinstance(k, kir.Callback):
         params.append("mdsl_callback_t callback")
         args.append("callback")
+    if isinstance(k, kir.CustomCall) and k.sizes:  # the sizes it reports are bound in dims
+        params.append("int64_t *dims")
+        args.append("dims")
     return params, args
 
 

@@ -50,15 +50,20 @@ def run_control_flow(
     return results
 
 
-def control_flow_kernel(node: Node, impl: str = "auto") -> Callable[[list, list], list]:
+def control_flow_kernel(
+    node: Node, impl: str = "auto", known: Mapping[str, int] | None = None
+) -> Callable[[list, list], list]:
     """A kernel `(input arrays, output specs) -> output arrays` running control-flow
     `node`, its subgraphs in the interpreter: how a compiled executable runs If, Case and
-    While through its Python callback until its code generator emits them. Symbols are
-    bound from the input arrays."""
+    While through its Python callback (where its code generator does not emit them).
+    Symbols are `known` (the run's, a subgraph may use them in attributes) but the
+    node's dynamic ones, and those bound from the input arrays."""
     from mdsl.targets.python.interpreter import subgraph_runner  # it imports this module
 
+    dynamic = control_flow(node).dynamic
+
     def run(args: list, out_specs: list) -> list:
-        symbols: dict[str, int] = {}
+        symbols = {s: v for s, v in (known or {}).items() if s not in dynamic}
         for t, array in zip(node.inputs, args):
             for axis, (dim, size) in enumerate(zip(t.shape, np.shape(array))):
                 if isinstance(dim, Dim) and dim.name is not None:

@@ -74,7 +74,7 @@ def node_kernel(
     Control-flow nodes (If, Case, While) get a kernel running their subgraphs in the
     interpreter (`mdsl.targets.python.control_flow.control_flow_kernel`)."""
     if node.subgraphs:
-        return Binding(node.op_type, "python", None), control_flow_kernel(node, impl)
+        return Binding(node.op_type, "python", None), control_flow_kernel(node, impl, symbols)
     binding = choose_binding(node.op_type, impl)
     if binding is None:
         raise ExecutionError(

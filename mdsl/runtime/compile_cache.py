@@ -149,8 +149,11 @@ def _parallel_sha256(chunks: list) -> list[bytes]:
     """SHA-256 of each chunk (hashlib releases the GIL on large buffers)."""
     if len(chunks) <= 1 or sum(len(c) for c in chunks) < 4 * CHUNK:
         return [hashlib.sha256(c).digest() for c in chunks]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            return list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    except RuntimeError:  # called while the interpreter shuts down: no new threads
+        return [hashlib.sha256(c).digest() for c in chunks]
 
 
 def _uncacheable(g: Graph) -> str | None:
@@ -444,15 +447,10 @@ def _file_chunk_digests(path: Path) -> list[str]:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return []
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                chunks = [view[s : s + CHUNK] for s in range(0, size, CHUNK)]
-                digests = [d.hex() for d in _parallel_sha256(chunks)]
-                del chunks
-            finally:
-                view.release()
-    return digests
+        view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    # one after another: this runs in the writer thread, which may outlive the main one,
+    # and a thread pool takes no work once the interpreter is shutting down
+    return [hashlib.sha256(view[s : s + CHUNK]).hexdigest() for s in range(0, size, CHUNK)]
 
 
 def _publish(tmp: Path, entry: Path) -> None:

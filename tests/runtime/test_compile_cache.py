@@ -304,3 +304,46 @@ def test_a_graph_the_serializer_cannot_write_compiles_without_the_cache(work, mo
     for _ in range(2):
         check_against_interpreter(mdsl.compile(g, backend="c"), g)
     assert work["plan"] == 2
+
+
+def test_arrays_of_many_chunks_are_stored_and_checked_on_every_core(work, monkeypatch):
+    """The threaded hashing of large entries (BERT-base's 440 MB), in 4 KiB chunks."""
+    monkeypatch.setattr(compile_cache, "CHUNK", 4096)
+    mdsl.compile(graph("chunked"), backend="c")
+    entry = entry_of(graph("chunked"))
+    chunks = json.loads((entry / compile_cache.MANIFEST).read_text())["arrays"]["chunks"]
+    assert len(chunks) > 4
+    work.update(dict.fromkeys(work, 0))
+    g = graph("chunked")
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 0
+    damage_arrays(entry)
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 1
+
+
+CHILD = """
+import numpy as np, mdsl
+mdsl.runtime.compile_cache.CHUNK = 1 << 16  # many chunks: the parallel path, were it used
+with mdsl.Graph("child") as g:
+    x = g.input("x", ("N", 1024))
+    w = np.random.default_rng(0).standard_normal((1024, 8192)).astype(np.float32)  # 32 MB
+    g.output(x @ g.const("w", w), "y")
+mdsl.compile(g, backend="c")
+"""
+
+
+def test_an_entry_is_written_whole_when_the_process_ends_right_after_compiling(module_cache):
+    """The writer thread outlives the main one (and hashes without a thread pool, which
+    takes no work once the interpreter shuts down): the next process hits."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MDSL_LOG": "INFO"}
+    runs = [
+        subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    assert "compile cache: miss" in runs[0].stderr and "not stored" not in runs[0].stderr
+    assert "compile cache: hit" in runs[1].stderr, runs[1].stderr[-2000:]

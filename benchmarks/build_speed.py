@@ -11,9 +11,11 @@ naming, shape inference, checks and recording nodes.
 
 With `--first-result` it measures instead the time to the first result as a user's new
 process sees it: import mdsl, build the graph, `mdsl.compile(backend="c")` (symbolic
-batch) and one call at batch 1, each run in a fresh Python process, with a cold build
-cache (an empty `MDSL_CACHE_DIR`: gcc runs) and then warm (the same folder again). Wall
-and CPU seconds per phase (CPU includes the C compiler's); medians of `--repeats`.
+batch) and one call at batch 1, each run in a fresh Python process, with a cold cache
+(an empty `MDSL_CACHE_DIR`: the graph is optimized, planned, rendered and gcc runs) and
+then warm (the same folder again: the compile cache, `mdsl.runtime.compile_cache`, serves
+`mdsl.compile`). Wall and CPU seconds per phase (CPU includes the C compiler's and every
+thread's); medians of `--repeats`.
 
 Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5] [--first-result]
 """

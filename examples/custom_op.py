@@ -18,7 +18,9 @@ registering the expr implementation switches to it and registering a numpy one a
 switches back; `impl="python"` / `impl="expr"` ask for one kind explicitly (falling back
 to the other where an op has only one). An expr binding is a scalar expression applied
 elementwise, so only the quantize step gets one: QLinearMatMul is a contraction and keeps
-its numpy binding under every `impl`.
+its numpy binding under every `impl`. The C backend runs QLinearMatMul's C binding
+(backend="c", `QLINEAR_MATMUL_C`) and the quantize step's expression, so the compiled
+layer calls no Python (`exe.plan.fallbacks` is empty once the expr binding is in place).
 
     python examples/custom_op.py
 """
@@ -63,6 +65,51 @@ def qlinear_matmul(a, b, scale_a, scale_b, *, trans_a):
 def qlinear_matmul_ref(a, b, scale_a, scale_b, *, trans_a):
     a = a.T if trans_a else a
     return (a.astype(np.float32) * scale_a) @ (b.astype(np.float32) * scale_b)
+
+
+# The compiled form: C code the C backend calls instead of the numpy reference (the
+# interpreter keeps the reference, so mdsl.compare checks one against the other). Shapes
+# are read at run time, so one build serves every M. An int8 product is summed exactly
+# in int32 and scaled once; float16 inputs are summed in float.
+QLINEAR_MATMUL_C = r"""
+static float qmm_value(const mdsl_tensor *t, int64_t at) {
+    switch (t->dtype) {
+    case MDSL_DTYPE_INT8: return (float)((const int8_t *)t->data)[at];
+    case MDSL_DTYPE_FLOAT16: return (float)((const _Float16 *)t->data)[at];
+    default: return ((const float *)t->data)[at];
+    }
+}
+
+int qlinear_matmul_c(const mdsl_tensor *in, int n_in, mdsl_tensor *out, int n_out,
+                     const double *attrs, int n_attrs) {
+    const mdsl_tensor *a = &in[0], *b = &in[1];
+    const int trans_a = attrs[0] != 0.0;
+    const int64_t m = a->shape[trans_a ? 1 : 0], k = a->shape[trans_a ? 0 : 1];
+    const int64_t n = b->shape[1];
+    const float scale_a = qmm_value(&in[2], 0), scale_b = qmm_value(&in[3], 0);
+    const int exact = a->dtype == MDSL_DTYPE_INT8 && b->dtype == MDSL_DTYPE_INT8;
+    float *y = (float *)out[0].data;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            int32_t whole = 0;
+            float sum = 0.0f;
+            for (int64_t p = 0; p < k; p++) {
+                const int64_t at = trans_a ? p * m + i : i * k + p;
+                if (exact)
+                    whole += (int32_t)((const int8_t *)a->data)[at] *
+                             (int32_t)((const int8_t *)b->data)[p * n + j];
+                else
+                    sum += qmm_value(a, at) * qmm_value(b, p * n + j);
+            }
+            y[i * n + j] = exact ? (float)whole * scale_a * scale_b : sum * scale_a * scale_b;
+        }
+    }
+    return 0;
+}
+"""
+mdsl.register_op_impl(
+    "QLinearMatMul", backend="c", source=QLINEAR_MATMUL_C, symbol="qlinear_matmul_c"
+)
 
 
 @mdsl.op_proto(

@@ -16,7 +16,9 @@ when every kernel that touches it can take it so:
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
   out) and channel Concats whose output is blocked (each input's channels a multiple of
   the block, so every input is one contiguous run of the output per image: the copy
-  kernels are rewritten to copy those runs), and element-wise kernels (a pre-activation
+  kernels are rewritten to copy those runs; a Concat whose output stays NCHW copies each
+  kept input from its layout, so DenseNet's last block and Inception's last Concat do
+  not make every tensor before them NCHW), and element-wise kernels (a pre-activation
   BatchNorm + ReLU: every operand the whole tensor or one value per channel or image).
 
 An element-wise kernel computes the same in any layout of its operands, so it is
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 from mdsl.codegen import kir
 from mdsl.codegen.onednn import channel_block
+from mdsl.ir.dtype import DType
 
 
 @dataclass
@@ -61,6 +64,12 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
     slower than mdsl's kernels, so the planner plans them again without oneDNN."""
     if plan.has_control_flow:
         return []
+    rows = {}  # global average pools as poolings, to run on oneDNN if their input is kept
+    for i, k in enumerate(plan.kernels):
+        pool = _as_pooling(k)
+        if pool is not None:
+            rows[id(pool)] = k
+            plan.kernels[i] = pool
     concats = _channel_concats(plan.kernels)
     part_of = {id(p): c for c in concats for p in c.parts}
     readers: dict[str, list] = {}
@@ -83,6 +92,11 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
         _apply(b, tag, readers.get(b, []), writers[b], plan)
     for k in elementwise:
         _elementwise_in_layouts(k, layout)
+    for c in concats:
+        if c.out not in layout:  # copies from kept inputs into the NCHW result
+            for part in c.parts:
+                _elementwise_in_layouts(part, layout)
+    plan.kernels = [rows[id(k)] if id(k) in rows and not k.layout else k for k in plan.kernels]
     return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
 
 
@@ -136,8 +150,15 @@ def _holds(b: str, layout: dict[str, str], readers: list, writer) -> bool:
 
 def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
     """Whether reader `r` can take tensor `b` (NCHW `shape`) in layout `tag`."""
-    if isinstance(r, _Concat | kir.Pool):
+    if isinstance(r, kir.Pool) and _global(r) and r.out not in layout:
+        return r.c % channel_block(tag) == 0  # its (n, c, 1, 1) result is NCHW alike
+    if isinstance(r, kir.Pool):
         return layout.get(r.out) == tag  # blocked in, blocked out
+    if isinstance(r, _Concat):  # blocked in and out, or copied from `tag` into NCHW
+        if r.out in layout:
+            return layout[r.out] == tag
+        parts = [p for p in r.parts if p.loads["src"].buffer == b]
+        return all(_fits(p, tag) and b in _whole(p) for p in parts)
     if isinstance(r, kir.Pointwise):  # element-wise, over the same NCHW shape
         return tuple(r.shape) == shape and b in _whole(r) and _one_layout(r, layout)
     if not isinstance(r, kir.Conv) or not r.onednn or b in (r.w, r.bias, r.out):
@@ -177,6 +198,8 @@ def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
         _blocked_copies(writer, tag)
         elements = 0
     for r in readers:  # element-wise readers are rewritten last, knowing every layout
+        if isinstance(r, kir.Pool):
+            r.layout = tag
         if isinstance(r, kir.Conv):
             r.x_layout = tag if r.x == b else r.x_layout
             r.residual_layout = tag if r.residual == b else r.residual_layout
@@ -252,6 +275,30 @@ def _contiguous(shape) -> tuple[int, ...]:
         strides.append(step)
         step *= d
     return tuple(reversed(strides))
+
+
+def _as_pooling(k) -> kir.Pool | None:
+    """The global average pool `k` (a row kernel of that node alone: the mean of each
+    (n, c) plane of a static NCHW tensor) as an average pooling over the whole plane,
+    which oneDNN computes in the kept layout; None for any other kernel."""
+    if not isinstance(k, kir.Rowwise) or [n.op_type for n in k.nodes] != ["GlobalAveragePool"]:
+        return None
+    shape = (*k.outer_shape, *k.row_shape)
+    stores = [p for p in k.phases if isinstance(p, kir.Store)]
+    if len(shape) != 4 or not all(isinstance(d, int) for d in shape) or len(stores) != 1:
+        return None
+    (load,) = k.loads.values()
+    if load.strides != _contiguous(shape) or load.offset != 0 or load.dtype != DType.float32:
+        return None
+    n, c, h, w = shape
+    return kir.Pool(
+        k.name, k.nodes, DType.float32, "avg", load.buffer, stores[0].access.buffer,
+        n, c, (h, w), (1, 1), (h, w), (1, 1), (0, 0), (1, 1), False,
+    )  # fmt: skip
+
+
+def _global(k: kir.Pool) -> bool:
+    return k.out_spatial == (1, 1) and k.kernel == k.in_spatial and k.kind == "avg"
 
 
 def _conv_writes_blocked(k) -> bool:

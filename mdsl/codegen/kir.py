@@ -375,6 +375,10 @@ class DimBinding:
     lo: int
     hi: object  # int | Dim (of symbols bound before the run) | None
     failure: int
+    # the capacity (a symbol) the dim's buffers are planned at, and the failure telling
+    # the executable to grow it and run again when the value exceeds it
+    capacity: object = None
+    grow: int = -1
 
 
 @dataclass(slots=True)

@@ -22,13 +22,11 @@ in the same buffer table and arena as the graph around it:
 from __future__ import annotations
 
 from mdsl.codegen import kir
-from mdsl.codegen.dims import free_symbols
 from mdsl.codegen.lower import Unsupported, node_ref
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import CONST, INPUT, Graph, Node, Tensor
 from mdsl.ir.naming import ascii_word
-from mdsl.ir.rewrite import all_graphs
 from mdsl.ops.control_flow import (
     CASE,
     WHILE,
@@ -37,7 +35,6 @@ from mdsl.ops.control_flow import (
     subgraph_params,
     subgraph_results,
 )
-from mdsl.ops.dynamic import dynamic_symbols
 
 
 def lower_control_flow(builder, node: Node) -> kir.Branch | kir.Loop:
@@ -109,34 +106,6 @@ def _register_branch_bounds(builder, cf: ControlFlow) -> None:
         builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max, candidates))
 
 
-def register_callback_bounds(builder, node: Node) -> None:
-    """The bounds of the dynamic dims of a control-flow node that runs as a callback
-    (its subgraphs are not planned): a loop's as for a planned loop; a branch's largest
-    size, which must not be a size only the branches compute (CompileError)."""
-    cf = control_flow(node)
-    if cf.kind == WHILE:
-        _register_loop_bounds(builder, cf)
-        return
-    inside = {
-        s for sub in cf.branches for g in all_graphs(sub) for n in g for s in dynamic_symbols(n)
-    }
-    for symbol, (_dim, i, axis) in _dynamic_positions(cf).items():
-        for sub in cf.branches:
-            size = subgraph_results(sub)[i].shape[axis]
-            local = sorted(free_symbols(size) & inside)
-            if local:
-                raise CompileError(
-                    f"output {i} dim {axis} ({symbol}) is {size} in {sub.name}, a size that "
-                    f"branch computes from tensor values ({', '.join(local)}), so compiled "
-                    "backends cannot size it before the node runs; run this graph with "
-                    "mdsl.interpret (or backend='python')",
-                    node=node.name,
-                    op_type=node.op_type,
-                    source=node.source,
-                )
-    _register_branch_bounds(builder, cf)
-
-
 # -- While -----------------------------------------------------------------------------------------
 def _lower_loop(builder, cf: ControlFlow) -> kir.Loop:
     node = cf.node
@@ -193,7 +162,8 @@ def _register_loop_bounds(builder, cf: ControlFlow) -> None:
     for symbol, (dim, i, axis) in _dynamic_positions(cf).items():
         bound = cf.bounds.get(symbol)
         if bound is not None:  # an int, or a dim of symbols bound before the run
-            builder.plan.bounds.append(DynamicBound(symbol, dim.min, None, (bound,)))
+            capacity = _rows_capacity(builder, symbol, bound)
+            builder.plan.bounds.append(DynamicBound(symbol, dim.min, None, (bound,), capacity))
             continue
         if dim.max is None:
             raise CompileError(
@@ -205,7 +175,23 @@ def _register_loop_bounds(builder, cf: ControlFlow) -> None:
                 op_type=cf.node.op_type,
                 source=cf.node.source,
             )
-        builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max))
+        capacity = _rows_capacity(builder, symbol, dim.max)
+        builder.plan.bounds.append(DynamicBound(symbol, dim.min, dim.max, (), capacity))
+
+
+def _rows_capacity(builder, symbol: str, bound) -> str | None:
+    """A capacity for loop-carried dim `symbol` when its bound may be far more than a
+    loop needs (a trip count known at run time, or an int above FIRST_ROWS: an ONNX
+    Loop of INT64_MAX iterations its condition ends): its buffers are planned at
+    min(bound, capacity), and a loop outgrowing the capacity has the call run again with
+    a larger one (`mdsl.targets.signatures.PlanShapes.growing`)."""
+    from mdsl.codegen.plan import FIRST_ROWS, capacity_symbol
+
+    if isinstance(bound, int) and bound <= FIRST_ROWS:
+        return None
+    capacity = capacity_symbol(symbol)
+    builder.plan.capacities[capacity] = FIRST_ROWS
+    return capacity
 
 
 # -- blocks ----------------------------------------------------------------------------------------
@@ -254,7 +240,10 @@ def _dynamic_positions(cf: ControlFlow) -> dict[str, tuple[Dim, int, int]]:
 
 def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list[kir.DimBinding]:
     """The dynamic dims of the node taken from `values` (a block's results, or a loop's
-    initial values), in output order; a symbol seen again is checked for equality."""
+    initial values), in output order; a symbol seen again is checked for equality. A dim
+    planned at a capacity is checked against it too."""
+    from mdsl.codegen.plan import capacity_symbol
+
     out, seen = [], set()
     for i, (declared, t) in enumerate(zip(cf.node.outputs, values)):
         for axis, (d, size) in enumerate(zip(declared.shape, t.shape)):
@@ -269,7 +258,12 @@ def _bindings(builder, cf: ControlFlow, values: list[Tensor], what: str) -> list
                 message = f"{where}: {d.name} = {{value}} is outside its range [{d.min}, {hi}]"
             seen.add(d.name)
             failure = builder.failure(cf.node, message)
-            out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure))
+            capacity = capacity_symbol(d.name)
+            if capacity not in builder.plan.capacities:
+                out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure))
+                continue
+            grow = builder.failure(cf.node, f"{where}: {d.name} = {{value}}", capacity)
+            out.append(kir.DimBinding(Dim(d.name), size, d.min, top, failure, Dim(capacity), grow))
     return out
 
 

@@ -11,7 +11,7 @@ from mdsl.codegen import kir
 from mdsl.ir.dim import Dim
 from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Node
-from mdsl.ops.dynamic import dynamic_bounds
+from mdsl.ops.dynamic import data_dependent_spec, dynamic_bounds
 
 
 def c_binding(node: Node):
@@ -44,6 +44,24 @@ def lower_custom_call(ctx, node: Node, failure=None) -> kir.CustomCall:
         output_types,
         tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
         _data_sizes(node, bounds, failure),
+    )
+
+
+def lower_source_call(ctx, node: Node, source: str, symbol: str, attrs: tuple) -> kir.CustomCall:
+    """A call of C function `symbol` of `source` (mdsl's own C forms: the same calling
+    convention as a "c" binding, with attrs the lowering chose)."""
+    return kir.CustomCall(
+        ctx.fresh("k") + "_c_" + symbol.lower()[:20],
+        [kir.NodeRef(node.name, node.op_type, node.source)],
+        _renamed(symbol, source),
+        symbol,
+        source,
+        None,
+        [None if t is None else ctx.buffer_of(t) for t in node.inputs],
+        [ctx.buffer_of(t) for t in node.outputs],
+        [None if t is None else (t.dtype, _shape(t)) for t in node.inputs],
+        [(t.dtype, _shape(t)) for t in node.outputs],
+        attrs,
     )
 
 
@@ -82,9 +100,11 @@ def _data_sizes(node: Node, bounds: dict, failure) -> tuple[kir.DataSize, ...]:
                 op_type=node.op_type,
             )
         output, axis = where[0]
+        spec = data_dependent_spec(node.op_type)
+        why = f": {spec.invalid}" if spec is not None and spec.invalid else ""
         message = (
             f"output {node.outputs[output].name} has {{value}} entries along axis {axis}, "
-            f"outside [0, {bound}] (the op's bound)"
+            f"outside [0, {bound}] (the op's bound){why}"
         )
         sizes.append(kir.DataSize(Dim(name), output, axis, bound, failure(message)))
     return tuple(sizes)

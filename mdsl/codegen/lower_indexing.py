@@ -59,7 +59,7 @@ INDEXED_OPS = (
     "Shape",
     "Size",
 )
-AFFINE_OPS = ("Split", "Tile", "DepthToSpace", "SpaceToDepth")
+AFFINE_OPS = ("Split", "Tile", "DepthToSpace", "SpaceToDepth", "ValueDims")
 # sizes may be symbolic (B x T ids, N labels); Resize checks its own
 SYMBOLIC_OPS = ("Gather", "OneHot", "Resize", "Shape", "Size")
 
@@ -70,6 +70,8 @@ def lower_indexing(ctx: Context, node: Node, indexed: bool) -> list:
     op = node.op_type
     if op in AFFINE_OPS:
         return _AFFINE[op](ctx, node)
+    if op == "Pad" and _symbolic_constant_pad(node):
+        return _fill_and_copy(ctx, node)
     if op in INDEXED_OPS and indexed:
         for t in (*node.inputs, *node.outputs):
             if t is not None and op not in SYMBOLIC_OPS:
@@ -132,6 +134,50 @@ def _split(ctx: Context, node: Node) -> list[kir.Pointwise]:
     return kernels
 
 
+def _value_dims(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    """ValueDims passes its tensor through (its symbols are bound before the run)."""
+    x, out = node.inputs[0], node.outputs[0]
+    space = tuple(x.shape)
+    load = kir.Access(ctx.buffer_of(x), x.dtype, 0, contiguous_strides(space))
+    store = kir.Access(ctx.buffer_of(out), out.dtype, 0, contiguous_strides(space))
+    return [_copy(ctx, node, load, store, space)]
+
+
+def _symbolic_constant_pad(node: Node) -> bool:
+    """A constant Pad over symbolic dims or by symbolic pads (value dims: never negative)
+    with no negative int pad: a fill and a strided copy, whatever the sizes."""
+    x, out = node.inputs[0], node.outputs[0]
+    symbolic = any(isinstance(d, Dim) for d in (*x.shape, *out.shape, *node.attrs["pads"]))
+    pads_ok = all(isinstance(p, Dim) or p >= 0 for p in node.attrs["pads"])
+    return symbolic and pads_ok and node.attrs["mode"] == "constant"
+
+
+def _fill_and_copy(ctx: Context, node: Node) -> list[kir.Pointwise]:
+    """out = constant_value everywhere, then x copied into out at its begin pads."""
+    x, out = node.inputs[0], node.outputs[0]
+    rank = len(x.shape)
+    axes = node.attrs["axes"]
+    axes = range(rank) if axes is None else [a % rank for a in axes]
+    pads = node.attrs["pads"]
+    begins = dict.fromkeys(range(rank), 0)
+    begins.update(zip(axes, pads[: len(pads) // 2]))
+    space, out_space = tuple(x.shape), tuple(out.shape)
+    out_strides = contiguous_strides(out_space)
+    value = E.const(float(node.attrs["constant_value"]))
+    fill = kir.Pointwise(
+        kernel_name(ctx, [node]),
+        [node_ref(node)],
+        out_space,
+        {},
+        [],
+        [kir.Store(kir.Access(ctx.buffer_of(out), out.dtype, 0, out_strides), value)],
+    )
+    offset = sum(begins[a] * out_strides[a] for a in range(rank))
+    load = kir.Access(ctx.buffer_of(x), x.dtype, 0, contiguous_strides(space))
+    store = kir.Access(ctx.buffer_of(out), out.dtype, offset, out_strides)
+    return [fill, _copy(ctx, node, load, store, space)]
+
+
 def _tile(ctx: Context, node: Node) -> list[kir.Pointwise]:
     """out viewed as [r0, d0, r1, d1, ...]: the input repeats along every r (stride 0)."""
     x, out = node.inputs[0], node.outputs[0]
@@ -182,6 +228,7 @@ _AFFINE = {
     "Tile": _tile,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
+    "ValueDims": _value_dims,
 }
 
 
@@ -309,13 +356,14 @@ def _one_hot(ctx: Context, node: Node) -> kir.Indexed:
     return _indexed(ctx, node, "one_hot", [indices, values], node.outputs, params)
 
 
-def _resize(ctx: Context, node: Node) -> kir.Indexed:
-    """Taps are tabled from static sizes. Over symbolic dims Resize stays a callback, so
-    that one symbolic build serves every image size (a specialized build per size would
-    compile on each new size)."""
+def _resize(ctx: Context, node: Node) -> kir.Indexed | kir.CustomCall:
+    """Taps are tabled from static sizes. Over symbolic dims Resize calls a C function
+    computing them when it runs (`mdsl/ops/resizing.c`), so that one symbolic build
+    serves every image size (a specialized build per size would compile on each new
+    size)."""
     x, out = node.inputs[0], node.outputs[0]
     if any(isinstance(d, Dim) for d in (*x.shape, *out.shape)):
-        raise Unsupported("Resize over symbolic dims (its taps depend on the sizes)")
+        return _symbolic_resize(ctx, node)
     shape, out_shape = _static(x), _static(out)
     a = node.attrs
     taps = {
@@ -339,6 +387,32 @@ def _resize(ctx: Context, node: Node) -> kir.Indexed:
         for d, (idx, w) in sorted(taps.items())
     }
     return _indexed(ctx, node, "interpolate", [x], [out], params)
+
+
+def _symbolic_resize(ctx: Context, node: Node) -> kir.CustomCall:
+    """Resize as a call of `resize_symbolic` (its attrs: see mdsl/ops/resizing.c)."""
+    from mdsl.codegen.lower_custom import lower_source_call
+    from mdsl.ops.resizing import C_SOURCE, COORDINATE_MODES, MODES, NEAREST_MODES
+
+    x, a = node.inputs[0], node.attrs
+    if not ctx.c_target:
+        raise Unsupported("Resize over symbolic dims is generated for C only")
+    if a["mode"] != "nearest" and x.dtype not in (DType.float32, DType.float64):
+        raise Unsupported(f"{a['mode']} Resize in {x.dtype}")
+    rank = len(x.shape)
+    axes = range(rank) if a["axes"] is None else [d % rank for d in a["axes"]]
+    scales = a["scales"] or [0.0] * len(axes)  # 0: output length / input length (sizes)
+    attrs = [
+        MODES.index(a["mode"]),
+        COORDINATE_MODES.index(a["coordinate_transformation_mode"]),
+        NEAREST_MODES.index(a["nearest_mode"]),
+        float(a["cubic_coeff_a"]),
+        float(a["exclude_outside"]),
+        len(axes),
+    ]
+    for axis, scale in zip(axes, scales):
+        attrs += [axis, float(scale)]
+    return lower_source_call(ctx, node, C_SOURCE, "resize_symbolic", tuple(map(float, attrs)))
 
 
 def _at(start: int, i: int) -> int:

@@ -35,6 +35,7 @@ CONVOLUTION_DIRECT = 0x1
 ELTWISE_RELU = 0x20
 ELTWISE_CLIP = 0x2E  # relu + 14
 ELTWISE_LINEAR = 0x26  # alpha * x + beta
+ELTWISE_SWISH = 0x2C  # x * sigmoid(alpha * x)
 BINARY_ADD = 0x1FFF0
 FORMAT_TAG_ANY = 1
 QUERY_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DST_MD = 129, 131, 133
@@ -240,6 +241,20 @@ def channel_block(layout: str) -> int:
     return int(layout[4:-1]) if layout.startswith("aBcd") else 1
 
 
+def eltwise(op: tuple) -> tuple[int, float, float]:
+    """oneDNN's eltwise algorithm and its alpha, beta for the post-op `op`: ("relu",),
+    ("clip", lo, hi), ("linear", alpha, beta) or ("swish",), x * sigmoid(x).
+
+    >>> eltwise(("clip", 0.0, 6.0)) == (ELTWISE_CLIP, 0.0, 6.0)
+    True
+    """
+    if op[0] == "swish":
+        return ELTWISE_SWISH, 1.0, 0.0
+    alg = {"relu": ELTWISE_RELU, "clip": ELTWISE_CLIP, "linear": ELTWISE_LINEAR}[op[0]]
+    lo, hi = op[1:] if len(op) == 3 else (0.0, 0.0)
+    return alg, float(lo), float(hi)
+
+
 @functools.lru_cache(maxsize=1)
 def _ffi_lib():
     import cffi
@@ -289,9 +304,7 @@ class _Conv:
             if op[0] == "sum":
                 self.lib.dnnl_post_ops_append_sum(ops[0], 1.0, 0, F32)
             else:
-                alg = {"relu": ELTWISE_RELU, "clip": ELTWISE_CLIP, "linear": ELTWISE_LINEAR}[op[0]]
-                lo, hi = op[1:] if len(op) == 3 else (0.0, 0.0)
-                self.lib.dnnl_post_ops_append_eltwise(ops[0], alg, lo, hi)
+                self.lib.dnnl_post_ops_append_eltwise(ops[0], *eltwise(op))
         self.lib.dnnl_primitive_attr_create(attr)
         self.lib.dnnl_primitive_attr_set_post_ops(attr[0], ops[0])
         return attr[0]

@@ -197,18 +197,24 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
 
 def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
     """The fused members of a convolution as oneDNN post-ops: (post-ops, residual tensor
-    or None), or None when they are not all of them ReLU, Clip of constant bounds and at
-    most one Add of a tensor of the result's shape (a sum post-op), each applied to the
-    previous one's result, with only the last result used outside the group.
+    or None), or None when they are not all of them ReLU, Clip of constant bounds, SiLU
+    (x * Sigmoid(x): oneDNN's swish) and at most one Add of a tensor of the result's shape
+    (a sum post-op), each applied to the previous one's result, with only the last result
+    used outside the group.
 
     oneDNN applies them in order to the accumulator (bias added); the sum post-op adds
     what the destination held before the convolution, so the residual is copied there
     first."""
     value, post, residual = anchor.outputs[0], [], None
-    for node in members:
+    members = list(members)
+    while members:
+        node = members.pop(0)
         if node.inputs[0] is not value and not (node.op_type == "Add" and value in node.inputs):
             return None
-        if node.op_type == "Relu":
+        if _silu(node, members, value):
+            post.append(("swish",))
+            node = members.pop(0)
+        elif node.op_type == "Relu":
             post.append(("relu",))
         elif node.op_type == "Clip":
             bounds = [_scalar(t) for t in node.inputs[1:3]] + [None] * (3 - len(node.inputs))
@@ -229,6 +235,13 @@ def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
     if list(outputs) != [value]:
         return None
     return tuple(post), residual
+
+
+def _silu(sigmoid: Node, rest: list[Node], value: Tensor) -> bool:
+    """Whether `sigmoid` and the next member compute value * Sigmoid(value)."""
+    if sigmoid.op_type != "Sigmoid" or not rest or rest[0].op_type != "Mul":
+        return False
+    return {id(t) for t in rest[0].inputs} == {id(value), id(sigmoid.outputs[0])}
 
 
 _THROUGH = ("Relu", "Clip", "Add")  # what oneDNN fuses between convolutions

@@ -61,7 +61,7 @@ from mdsl.ir.errors import CompileError, ShapeError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node, Tensor
 from mdsl.ir.rewrite import use_map
 from mdsl.ops.dynamic import dynamic_bounds, dynamic_symbols
-from mdsl.ops.runtime_sizes import reads_sizes_inside, value_symbols
+from mdsl.ops.runtime_sizes import is_value_binder, value_symbols
 from mdsl.passes.fusion import fusion_group_problems, fusion_groups, group_kind, node_role
 
 MOVEMENT = (
@@ -115,6 +115,11 @@ class Plan:
     # symbols ValueDims nodes read off tensor values: bound before the run (from the
     # feeds, `mdsl.targets.signatures`), like the feeds' symbols
     value_symbols: list[str] = field(default_factory=list)
+    # capacities of the symbols ValueDims nodes inside control flow bind each time their
+    # block runs (`capacity_symbol`): bound before the run too, grown when exceeded
+    # (and of loop-carried dims whose bound is too large to plan at): capacity symbol ->
+    # its first value
+    capacities: dict[str, int] = field(default_factory=dict)
     bounds: list[DynamicBound] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -208,11 +213,14 @@ class DynamicBound:
     lo: int
     hi: int | None
     candidates: tuple = ()
+    capacity: str | None = None  # a capacity symbol (slot name) the size is planned at most
 
     def upper(self, high: Mapping[str, int], low: Mapping[str, int]) -> int:
         if not self.candidates:
-            return int(self.hi)
-        return max(evaluate_size(c, env) for c in self.candidates for env in (high, low))
+            largest = int(self.hi)
+        else:
+            largest = max(evaluate_size(c, env) for c in self.candidates for env in (high, low))
+        return largest if self.capacity is None else min(largest, high[self.capacity])
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +230,21 @@ class Failure:
 
     message: str
     node: kir.NodeRef
+    capacity: str | None = None  # a capacity exceeded (the run grows it and runs again)
 
 
 class NotSymbolic(CompileError):
     """A kernel cannot be generated with its symbolic dims (the caller specializes)."""
+
+
+FIRST_CAPACITY = 64  # a value dim bound inside control flow is first planned this large
+FIRST_ROWS = 4096  # loop-carried dims bounded by more are first planned this large
+
+
+def capacity_symbol(symbol: str) -> str:
+    """The symbol holding how large value dim `symbol` (bound inside a control-flow
+    block) may be in this run's memory layout."""
+    return f"{symbol}_capacity"
 
 
 def slot_name(index: int) -> str:
@@ -333,7 +352,7 @@ def _name_symbol_slots(plan: Plan) -> None:
                 if s not in inputs:
                     inputs.append(s)
     used = free_symbols(plan.kernels) | free_symbols(plan.buffers) | free_symbols(plan.bounds)
-    values = [s for n in g for s in value_symbols(n)]
+    values = [s for n in g for s in value_symbols(n)] + list(plan.capacities)
     inputs += [s for s in values if s not in inputs]
     dynamic = [b.symbol for b in plan.bounds]
     rest = sorted(used - set(inputs) - set(dynamic))
@@ -346,7 +365,10 @@ def _name_symbol_slots(plan: Plan) -> None:
     plan.kernels = rename_symbols(plan.kernels, names)
     plan.buffers = rename_symbols(plan.buffers, names)
     plan.bounds = rename_symbols(plan.bounds, names)
-    plan.bounds = [DynamicBound(names[b.symbol], b.lo, b.hi, b.candidates) for b in plan.bounds]
+    plan.bounds = [
+        DynamicBound(names[b.symbol], b.lo, b.hi, b.candidates, names.get(b.capacity))
+        for b in plan.bounds
+    ]
 
 
 def _check_static(g: Graph) -> None:
@@ -481,11 +503,12 @@ class _PlanBuilder:
         self.plan.constants.append(np.ascontiguousarray(value))
         return self._add(f"c{slot}", None, dtype, int(value.size), "const", slot)
 
-    def failure(self, node: Node, message: str) -> int:
-        """Register a run-time check failing with `message` at `node`; its index."""
+    def failure(self, node: Node, message: str, capacity: str | None = None) -> int:
+        """Register a run-time check failing with `message` at `node` (or exceeding
+        `capacity`, a capacity symbol); its index."""
         from mdsl.codegen.lower import node_ref
 
-        self.plan.failures.append(Failure(message, node_ref(node)))
+        self.plan.failures.append(Failure(message, node_ref(node), capacity))
         return len(self.plan.failures) - 1
 
     def scratch(self, elements: int, dtype: DType) -> str:
@@ -513,7 +536,7 @@ class _PlanBuilder:
             _refuse_storage_types(group.nodes)
             if self.c_bindings and any(c_binding(n) for n in group.nodes):
                 raise Unsupported("a member is bound to a C function")
-            if any(_bounded_symbols(n) for n in group.nodes):
+            if any(_bounded_symbols(n) or self._binds_in_block(n) for n in group.nodes):
                 raise Unsupported("a member's output sizes depend on its input values")
             return self._lower_symbolic(group, _lower_whole)
         except Unsupported as why:
@@ -530,8 +553,8 @@ class _PlanBuilder:
         single = _Group([node], outputs, group_kind([node]))
         if _bounded_symbols(node):
             return [self._lower_data_dependent(node)]
-        if node.subgraphs and reads_sizes_inside(node):
-            return [self._lower_sized_inside(node)]
+        if self._binds_in_block(node):
+            return [self._lower_body_value_dims(node)]
         try:
             _refuse_storage_types([node])
             if self.c_bindings and c_binding(node):
@@ -564,17 +587,24 @@ class _PlanBuilder:
         )
         return lower_callback(self.ctx, node)
 
-    def _lower_sized_inside(self, node: Node) -> kir.Callback:
-        """A control-flow node whose subgraphs read sizes off tensor values (ValueDims:
-        values that may change every time a body runs) runs as a callback: the
-        interpreter binds those sizes each time, checked, and plans its arrays by them.
-        Its own dynamic dims are sized by their bounds, as for a planned node."""
-        from mdsl.codegen.lower_control import register_callback_bounds
+    def _binds_in_block(self, node: Node) -> bool:
+        """A ValueDims node inside control flow: its values are known only when its
+        block runs (at the top level they are bound before the run)."""
+        return is_value_binder(node) and node.graph is not self.plan.graph
 
-        register_callback_bounds(self, node)
+    def _lower_body_value_dims(self, node: Node) -> kir.Callback:
+        """A ValueDims node inside a control-flow subgraph binds its symbols each time its
+        block runs, from values known only then: it runs as a callback writing them into
+        `dims`, and the buffers they size are planned at a capacity, a symbol bound
+        before the run like a value dim (`capacity_symbol`). A value above its capacity
+        makes the executable grow the capacity and run the call again
+        (`mdsl.targets.signatures.PlanShapes`)."""
+        for symbol in value_symbols(node):
+            capacity = capacity_symbol(symbol)
+            self.plan.capacities[capacity] = FIRST_CAPACITY
+            self.plan.bounds.append(DynamicBound(symbol, 0, None, (Dim(capacity),)))
         self.plan.fallbacks.append(
-            f"{node.name} ({node.op_type}) runs in Python: its subgraphs read sizes off "
-            "tensor values each time they run"
+            f"{node.name} ({node.op_type}) runs in Python: it binds sizes each time its block runs"
         )
         return lower_callback(self.ctx, node)
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from mdsl.codegen.toolchain import trusted_cache_dir
 from mdsl.ir.errors import CompileError
+
+if TYPE_CHECKING:  # imported on first use: a compile served by the compile cache renders nothing
+    import jinja2
 
 TARGETS = ("c", "numba", "ascendc")
 
@@ -48,6 +50,8 @@ def template_environment(target: str) -> jinja2.Environment:
     """The Jinja environment of `target`'s templates: undefined names are errors, block
     tags leave no blank lines, files keep their trailing newline; compiled templates are
     kept in the build cache (compiling them costs ~0.15 s in every new process)."""
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir(target))),
         undefined=jinja2.StrictUndefined,
@@ -61,6 +65,8 @@ def template_environment(target: str) -> jinja2.Environment:
 def _compiled_templates() -> jinja2.BytecodeCache | None:
     """A cache of compiled templates in the build cache (Jinja keys each entry on the
     template's source and its own version), or None when there is no usable cache."""
+    import jinja2
+
     try:
         folder = trusted_cache_dir() / "templates"
         folder.mkdir(mode=0o700, exist_ok=True)

@@ -157,10 +157,8 @@ class Node:
         if self.op_type != CONST:
             raise GraphError(f"node {self.name} ({self.op_type}) is not a constant")
         value = self.attrs["value"]
-        if isinstance(value, ParamInit):
-            value = value.materialize()
-            value.setflags(write=False)
-            self.attrs["value"] = value
+        if isinstance(value, ParamInit):  # the recipe stays: it keeps the drawn value, and
+            return value.materialize()  # CSE and the compile cache key read the recipe
         return value
 
     def __repr__(self) -> str:

@@ -59,6 +59,11 @@ class _ArrayStore:
         self.members[key] = array
         return {"ref": key}
 
+    def describe(self, init: ParamInit):
+        """What to write for a deferred parameter instead of its drawn value (None: the
+        value; a fingerprint writes its recipe, `mdsl.runtime.compile_cache`)."""
+        return None
+
 
 def _npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
@@ -85,6 +90,9 @@ def _encode_attr(value, store: _ArrayStore):
     if isinstance(value, Dim):
         return {"dim": value.to_json()}
     if isinstance(value, ParamInit):
+        recipe = store.describe(value)
+        if recipe is not None:
+            return recipe
         value = value.materialize()
     if isinstance(value, np.ndarray):
         return {"array": store.put(value), "dtype": DType.of(value.dtype).value}
@@ -117,6 +125,13 @@ def _encode_node(node: Node, store: _ArrayStore) -> dict:
     if node.subgraphs:
         doc["subgraphs"] = {k: _encode_graph(s, store) for k, s in node.subgraphs.items()}
     return doc
+
+
+def graph_document(g: Graph, store) -> dict:
+    """`g` as `graph_to_json` writes it, with `store.put(array)` and
+    `store.describe(init)` (see `_ArrayStore`) deciding what stands for each array and
+    deferred parameter (a fingerprint: their digests and recipes)."""
+    return _encode_graph(g, store)
 
 
 def graph_to_json(g: Graph) -> str:

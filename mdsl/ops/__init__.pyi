@@ -785,7 +785,7 @@ def dynamic_crop(x, crops, *, name: str | None = None, device: str | None = None
     array([1.], dtype=float32)
     """
 
-def dynamic_reshape(x, shape, *, allowzero: bool = False, name: str | None = None, device: str | None = None):
+def dynamic_reshape(x, shape, *, allowzero: bool = False, sizes=None, name: str | None = None, device: str | None = None):
     """`x` reshaped to the int64 vector `shape` read at run time (ONNX Reshape); the
     output dims are data-dependent (compiled backends size them by numel(x)).
 

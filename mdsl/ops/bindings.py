@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +33,16 @@ class Binding:
     fn: Callable | None
     options: dict = field(default_factory=dict)
     serial: int = 0  # registration order; negative for the library's built-in lowerings
+    origin: str = "mdsl"  # the module that registered it
 
     @property
     def builtin(self) -> bool:
         return self.serial < 0
+
+    @property
+    def from_mdsl(self) -> bool:
+        """Registered by mdsl's own code (not by a user's module)."""
+        return self.origin == "mdsl" or self.origin.startswith("mdsl.")
 
 
 _TABLE: dict[tuple[str, str], Binding] = {}
@@ -82,10 +89,11 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
     """
     if backend not in BACKENDS:
         raise GraphError(f"unknown backend {backend!r} for {op_type}; expected {BACKENDS}")
+    origin = sys._getframe(1).f_globals.get("__name__", "")  # the registering module
 
     def bind(f):
         checked = _check_impl(op_type, backend, f, options)
-        _store(Binding(op_type, backend, f, checked, next(_SERIALS)))
+        _store(Binding(op_type, backend, f, checked, next(_SERIALS), origin))
         return f
 
     if fn is None and backend != "c":
@@ -106,6 +114,11 @@ def _store(binding: Binding) -> None:
 
 def get_binding(op_type: str, backend: str) -> Binding | None:
     return _TABLE.get((op_type, backend))
+
+
+def all_bindings() -> list[Binding]:
+    with _LOCK:
+        return list(_TABLE.values())
 
 
 def bindings_of(op_type: str) -> dict[str, Binding]:

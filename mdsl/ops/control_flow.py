@@ -57,7 +57,8 @@ Types
   iterations (a sequence growing by one each time). A While's attr `bounds` may give
   each such symbol an upper bound, an int or a dim expression of symbols known before
   the loop runs (`loop_bounds`); compiled backends size the loop's buffers by it (else
-  by the Dim's declared max), and a value above it is an ExecutionError.
+  by the Dim's declared max; a large or run-time one at most at a capacity they grow
+  when a run needs more), and a value above it is an ExecutionError.
 - Symbols named in `dynamic` are new: no feed binds them. At run time they are bound
   from the arrays: for a subgraph, from its parameters each time it is entered (so each
   iteration rebinds the loop's symbols); after the node, from its outputs. Code

@@ -5,10 +5,13 @@ Each declares its output count as a data-dependent symbol in its `dynamic` attr
 (`mdsl.ops.dynamic`, docs/dynamic-shapes.md) with an upper bound: NonZero at most every
 element, NonMaxSuppression at most `max_output_boxes_per_class` boxes per batch and
 class. ONNX passes NonMaxSuppression's limits as tensor inputs; mdsl holds them as
-attributes, so they must be known at import time.
+attributes, so they must be known at import time. The C backend runs both as compiled
+loops (`detection.c`, "c" bindings) that report the count they produced.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -55,6 +58,8 @@ def _nonzero_ref(x, **_):
 
 register_op_impl("NonZero", _nonzero_ref)
 data_dependent("NonZero", count=lambda x, **_: 1, bounds=lambda x, **_: [numel(x.shape)])
+C_SOURCE = Path(__file__).with_name("detection.c").read_text()
+register_op_impl("NonZero", backend="c", source=C_SOURCE, symbol="detection_nonzero")
 
 
 @op_proto(
@@ -180,6 +185,7 @@ def _nms_ref(
 
 
 register_op_impl("NonMaxSuppression", _nms_ref)
+register_op_impl("NonMaxSuppression", backend="c", source=C_SOURCE, symbol="detection_nms")
 data_dependent(
     "NonMaxSuppression",
     count=lambda *_, **__: 1,

@@ -28,20 +28,26 @@ DYNAMIC = "dynamic"
 class DataDependent:
     """How an op's data-dependent sizes are declared: `count(*input_types, **attrs)`
     symbols, each bounded by `bounds(*input_types, **attrs)[i]` (an int, a Dim of the
-    inputs' dims, or None when nothing bounds it)."""
+    inputs' dims, or None when nothing bounds it). `invalid` says what a size outside
+    its bound means for the op (compiled code reporting one names it in the error)."""
 
     op_type: str
     count: Callable
     bounds: Callable
+    invalid: str = ""
 
 
 _DATA_DEPENDENT: dict[str, DataDependent] = {}
 
 
-def data_dependent(op_type: str, *, count: Callable, bounds: Callable) -> DataDependent:
+def data_dependent(
+    op_type: str, *, count: Callable, bounds: Callable, invalid: str = ""
+) -> DataDependent:
     """Declare that op `op_type` (which has a `dynamic` list[str] attr) makes `count`
-    data-dependent symbols with upper `bounds`; call once after its `@op_proto`."""
-    entry = DataDependent(op_type, count, bounds)
+    data-dependent symbols with upper `bounds`; call once after its `@op_proto`.
+    `invalid`: what a size outside its bound means (a C function reports an invalid
+    input, e.g. a crop beyond its dim, as such a size)."""
+    entry = DataDependent(op_type, count, bounds, invalid)
     _DATA_DEPENDENT[op_type] = entry
     return entry
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -244,3 +245,5 @@ def _resize_ref(x, *, scales, sizes, axes, **attrs):
 
 
 register_op_impl("Resize", _resize_ref)
+# the C form over symbolic dims (not a "c" binding: static Resize has generated kernels)
+C_SOURCE = Path(__file__).with_name("resizing.c").read_text()

@@ -12,8 +12,8 @@ Every backend binds them before the sizes they decide are needed: the interprete
 the node runs; compiled backends before the run (`mdsl.targets.signatures`: the nodes
 the values depend on run in the interpreter first), so memory is planned per call with
 the actual sizes. Inside an If/Loop body the symbols are bound each time the body runs
-and live for that run only; compiled backends run the control-flow node holding such a
-body as a callback (`reads_sizes_inside`). A value below 0 or above
+and live for that run only; compiled backends plan their buffers at a capacity grown
+when a run exceeds it (`mdsl.codegen.plan.capacity_symbol`). A value below 0 or above
 `mdsl.ir.dim.MAX_DIM` is an ExecutionError naming the node.
 
 >>> import numpy as np, mdsl
@@ -26,6 +26,8 @@ body as a callback (`reads_sizes_inside`). A value below 0 or above
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -72,16 +74,6 @@ def is_value_binder(node) -> bool:
 def value_symbols(node) -> tuple[str, ...]:
     """The symbols value-binder `node` binds from its input's values (else empty)."""
     return tuple(node.attrs.get(DYNAMIC) or ()) if is_value_binder(node) else ()
-
-
-def reads_sizes_inside(node) -> bool:
-    """Whether a control-flow node's subgraphs (at any depth) hold a ValueDims node: sizes
-    bound each time a subgraph runs, from values that may change every time."""
-    return any(
-        is_value_binder(n) or (n.subgraphs and reads_sizes_inside(n))
-        for sub in node.subgraphs.values()
-        for n in sub
-    )
 
 
 def bound_values(node, array) -> dict[str, int]:
@@ -280,7 +272,14 @@ def _reshape_bounds(x, shape, *, allowzero=False, sizes=None, **_) -> list:
 
 
 register_op_impl("DynamicReshape", _dynamic_reshape_ref)
-data_dependent("DynamicReshape", count=lambda x, shape, **_: shape.shape[0], bounds=_reshape_bounds)
+data_dependent(
+    "DynamicReshape",
+    count=lambda x, shape, **_: shape.shape[0],
+    bounds=_reshape_bounds,
+    invalid="the shape read at run time is invalid or does not fit the input (cannot "
+    "reshape: a negative size, two -1s, a 0 copying no input dim, or a product that is not "
+    "the input's element count)",
+)
 
 
 @op_proto(
@@ -341,6 +340,7 @@ data_dependent(
     "DynamicCrop",
     count=lambda x, crops, **_: x.rank,
     bounds=lambda x, crops, **_: list(x.shape),
+    invalid="a crop below 0, or a run-time pad that makes the dim negative",
 )
 
 
@@ -398,4 +398,12 @@ data_dependent(
     "DynamicSliceAxes",
     count=lambda x, *_, **__: x.rank,
     bounds=lambda x, *_, **__: list(x.shape),
+)
+
+
+# compiled loops for the C backend (runtime_sizes.c) that report the sizes they produced
+C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
+register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
+register_op_impl(
+    "DynamicReshape", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_reshape"
 )

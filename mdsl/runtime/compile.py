@@ -9,6 +9,7 @@ from mdsl.ir.errors import CompileError
 from mdsl.ir.graph import Graph
 from mdsl.ir.tracebacks import api_boundary
 from mdsl.log import get_logger, timed
+from mdsl.runtime import compile_cache
 from mdsl.runtime.executable import Executable, checked_threads
 from mdsl.targets import registry
 
@@ -98,6 +99,13 @@ def compile(
     if not isinstance(backend, str) or not registry.can(backend, "build"):
         buildable = registry.target_names("build")
         raise CompileError(f"unknown backend {backend!r}; expected one of {', '.join(buildable)}")
+    target = make_backend(backend, march_native)
+    options = {"backend": target.name, "opt_level": opt_level, "debug": debug}
+    key = _cache_key(g, target, {**options, "specialize": specialize})
+    if key is not None:
+        cached = compile_cache.load(key, target, threads)
+        if cached is not None:
+            return cached
     with timed(_log, "optimize %r (level %d)", g.name, opt_level):
         optimized = optimize(g, level=opt_level)
     debug_outputs = None
@@ -106,13 +114,21 @@ def compile(
 
         debug_outputs = materialize_all(optimized)
     with timed(_log, "build %r for %s", g.name, backend):
-        return Executable(
-            optimized,
-            make_backend(backend, march_native),
-            threads=threads,
-            debug_outputs=debug_outputs,
-            specialize=specialize,
+        exe = Executable(
+            optimized, target, threads=threads, debug_outputs=debug_outputs, specialize=specialize
         )
+    if key is not None:
+        compile_cache.store(key, exe)
+    return exe
+
+
+def _cache_key(g: Graph, target, options: dict) -> str | None:
+    """The compile cache's key for this compile, or None when it is not cached (the
+    cache turned off, a backend other than C)."""
+    if target.name != "c" or not compile_cache.enabled():
+        return None
+    with timed(_log, "compile cache key of %r", g.name):
+        return compile_cache.compile_key(g, target, options)
 
 
 def make_backend(name: str, march_native: bool = True) -> registry.Target:

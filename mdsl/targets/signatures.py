@@ -19,12 +19,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from mdsl.codegen.memory import MemoryPlan
-from mdsl.ir.dim import Dim
+from mdsl.ir.dim import MAX_DIM, Dim
 from mdsl.ir.errors import ExecutionError
 from mdsl.ir.tensor_type import MAX_TENSOR_BYTES
 from mdsl.targets.feeds import bind_feeds
 
 MAX_LAYOUTS = 64  # memory layouts kept per variant (each a few arrays: cheap)
+MAX_GROWTHS = 64  # runs of one call that may grow capacities (each at least doubles one)
+
+
+class CapacityExceeded(Exception):
+    """A value dim bound inside a control-flow block is above the capacity the run's
+    memory was planned with: the executable grows it and runs the call again."""
+
+    def __init__(self, capacity: str, needed: int):
+        super().__init__(f"{capacity}: {needed} needed")
+        self.capacity, self.needed = capacity, needed
 
 
 @dataclass(slots=True)
@@ -54,6 +64,8 @@ class PlanShapes:
         self._sources = _bare_symbol_sources(plan)
         self._layouts: OrderedDict[tuple, Layout] = OrderedDict()
         self._lock = threading.Lock()
+        self._capacities = dict(plan.capacities)
+        self._capacity_of = {c.removesuffix("_capacity"): c for c in plan.capacities}
         self.latest: MemoryPlan | None = None
         inputs = set(plan.input_symbols) | set(plan.value_symbols)
         self._outputs = []
@@ -70,8 +82,10 @@ class PlanShapes:
             values.setdefault(symbol, int(np.shape(env[name])[axis]))
         if len(values) < len(self.plan.input_symbols):  # some only inside expressions
             values = bind_feeds(self.plan.graph, env)[1]
-        if self.plan.value_symbols:
+        if len(self.plan.value_symbols) > len(self._capacities):
             values.update(self._bind_values(self.plan.graph, env, values))
+        with self._lock:
+            values.update(self._capacities)
         return values
 
     def new_dims(self, values: Mapping[str, int], dims: np.ndarray | None = None) -> np.ndarray:
@@ -91,9 +105,36 @@ class PlanShapes:
 
     def store_symbols(self, dims: np.ndarray, values: Mapping[str, int], names) -> None:
         """Write symbols `names` (a data-dependent node's, just bound) into `dims`, where
-        the generated code reloads them after the callback."""
+        the generated code reloads them after the callback. CapacityExceeded when one is
+        above the capacity this run's memory was planned with."""
         for name in names:
+            capacity = self._capacity_of.get(name)
+            if capacity is not None and values[name] > values[capacity]:
+                raise CapacityExceeded(capacity, values[name])
             dims[self._slot[name]] = values[name]
+
+    def rebinding(self, values: Mapping[str, int], names) -> dict[str, int]:
+        """`values` without those of symbols `names` that a block binds afresh each time
+        it runs (value dims inside control flow: their slot holds an earlier run's)."""
+        return {s: v for s, v in values.items() if s not in names or s not in self._capacity_of}
+
+    def grow(self, exceeded: CapacityExceeded) -> None:
+        """Raise a capacity to what a run needed (at least doubling it)."""
+        with self._lock:
+            old = self._capacities[exceeded.capacity]
+            self._capacities[exceeded.capacity] = min(max(exceeded.needed, 2 * old), MAX_DIM)
+
+    def growing(self, run):
+        """`run()`, run again each time it stopped on a capacity it grew (see `grow`)."""
+        for _ in range(MAX_GROWTHS):
+            try:
+                return run()
+            except CapacityExceeded as exceeded:
+                self.grow(exceeded)
+        raise ExecutionError(
+            f"graph {self.plan.graph.name!r}: sizes bound inside control flow outgrew "
+            f"their planned capacity {MAX_GROWTHS} times in one call"
+        )
 
     # -- memory ---------------------------------------------------------------------------------
     def layout(self, values: Mapping[str, int]) -> Layout:
@@ -148,14 +189,19 @@ class PlanShapes:
         return out
 
     # -- failures -------------------------------------------------------------------------------
-    def failure(self, status: int, dims: np.ndarray | None) -> ExecutionError | None:
-        """The error of a failed check (status past the kernels), else None."""
+    def failure(
+        self, status: int, dims: np.ndarray | None
+    ) -> ExecutionError | CapacityExceeded | None:
+        """The error of a failed check (status past the kernels), else None; a capacity
+        exceeded is CapacityExceeded (raised, `growing` runs the call again)."""
         plan = self.plan
         index = status - len(plan.all_kernels()) - 1
         if not 0 <= index < len(plan.failures):
             return None
         failure = plan.failures[index]
         value = "?" if dims is None else int(dims[len(plan.symbols)])
+        if failure.capacity is not None and dims is not None:
+            return CapacityExceeded(failure.capacity, int(value))
         node = failure.node
         return ExecutionError(
             failure.message.format(value=value),

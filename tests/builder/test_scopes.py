@@ -222,8 +222,12 @@ def test_param_values_are_deferred_until_needed():
     from mdsl.ir.initializer import ParamInit
 
     assert isinstance(g.node("w").attrs["value"], ParamInit)
-    assert g.node("w").const_value().shape == (4096, 4096)
-    assert isinstance(g.node("w").attrs["value"], np.ndarray)
+    assert not g.node("w").attrs["value"]._value  # nothing drawn yet
+    value = g.node("w").const_value()
+    assert value.shape == (4096, 4096) and not value.flags.writeable
+    # the recipe stays in the graph (CSE and the compile cache key read it), with the value
+    assert isinstance(g.node("w").attrs["value"], ParamInit)
+    assert g.node("w").const_value() is value  # drawn once
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import onnx.helper as oh
 import pytest
 
 import mdsl
-from mdsl.ir.errors import CompileError, ExecutionError, GraphError
+from mdsl.ir.errors import ExecutionError, GraphError
 
 BACKENDS = ["python", "c", "numba"]
 F, I64, BOOL = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL
@@ -259,9 +259,10 @@ def test_a_loop_body_with_nonzero_matches_onnxruntime(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sizes_a_loop_body_computes_from_its_counter_match_onnxruntime(backend):
+    """80 iterations: sizes above the first capacity compiled backends plan them at."""
     feeds = [
         {"x": X5[:n], "M": np.array(m, np.int64), "k": np.array(k, np.int64)}
-        for n, m, k in ((5, 4, 0), (2, 6, -1), (3, 0, 0), (1, 1, 0))
+        for n, m, k in ((5, 4, 0), (2, 6, -1), (3, 0, 0), (1, 1, 0), (5, 80, 0))
     ]
     _check_against_ort(_value_dims_in_body(), backend, feeds)
 
@@ -334,9 +335,11 @@ def test_scan_rows_of_a_size_the_body_computes_are_refused_at_import():
         mdsl.frontends.onnx.load(model)
 
 
-def test_an_if_output_sized_by_a_value_inside_a_branch_is_refused_by_compiled_backends():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_if_output_sized_by_a_value_inside_a_branch_matches_onnxruntime(backend):
     """then: ConstantOfShape([n]) (a value dim of the branch), else: x: compiled
-    backends cannot size the output before the If runs; the interpreter runs it."""
+    backends plan the output at a capacity for n, grown (and the call run again) when
+    n exceeds it (n = 100: above the first capacity, 64)."""
     then = oh.make_graph(
         [
             oh.make_node("Unsqueeze", ["n", "axes0"], ["shape"]),
@@ -355,11 +358,11 @@ def test_an_if_output_sized_by_a_value_inside_a_branch_is_refused_by_compiled_ba
         [_info("c", BOOL, []), _info("x", F, [4]), _info("n", I64, [])],
         [_info("y", F, None)],
     )
-    g = mdsl.frontends.onnx.load(model)
-    feeds = {"c": np.array(True), "x": X5[:4], "n": np.array(3, np.int64)}
-    assert mdsl.interpret(g, feeds)["y"].tolist() == [1.0, 1.0, 1.0]
-    with pytest.raises(CompileError, match="a size that branch computes"):
-        mdsl.compile(g, backend="c")
+    feeds = [
+        {"c": np.array(c), "x": X5[:4], "n": np.array(n, np.int64)}
+        for c, n in ((True, 3), (False, 3), (True, 100), (True, 0), (True, 70))
+    ]
+    _check_against_ort(model, backend, feeds)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

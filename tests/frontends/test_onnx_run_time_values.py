@@ -300,6 +300,8 @@ def test_run_time_pads_that_crop_and_a_run_time_reshape_match_onnxruntime(backen
         if backend == "python"
         else mdsl.compile(g, backend=backend)
     )
+    if backend == "c":  # ValueDims, Pad, DynamicCrop and DynamicReshape: all native
+        assert run.plan.fallbacks == []
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     for pads, shape in [([1, -1, 0, 2], [-1, 5]), ([-1, 0, -1, -2], [2, -1]), ([0] * 4, [0, 4])]:
@@ -378,3 +380,71 @@ def test_a_run_time_reshape_to_value_dims_is_bounded_by_them_not_by_numel():
     bounds = list(dynamic_bounds(node).values())
     assert bounds[-1] == 3 and bounds[:-1] == list(node.attrs["sizes"])[:-1]
     assert all(isinstance(b, mdsl.Dim) and b.name for b in bounds[:-1])  # bare value dims
+
+
+def _until_model(trip_count: int | None):
+    """A Loop of trip count M (INT64_MAX, or a graph input) that only its condition
+    ends (acc < limit), stacking acc per iteration: the rows are bounded by M only."""
+    body = oh.make_graph(
+        [
+            oh.make_node("Add", ["y_in", "one"], ["y_out"]),
+            oh.make_node("Less", ["y_out", "limit"], ["cond_out"]),
+            oh.make_node("Identity", ["y_out"], ["scan_out"]),
+        ],
+        "body",
+        [
+            oh.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            oh.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+            oh.make_tensor_value_info("y_in", onnx.TensorProto.FLOAT, []),
+        ],
+        [
+            oh.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+            oh.make_tensor_value_info("y_out", onnx.TensorProto.FLOAT, []),
+            oh.make_tensor_value_info("scan_out", onnx.TensorProto.FLOAT, []),
+        ],
+        [onnx.numpy_helper.from_array(np.array(1.0, np.float32), "one")],
+    )
+    inits = [
+        onnx.numpy_helper.from_array(np.array(True), "go"),
+        onnx.numpy_helper.from_array(np.array(0.0, np.float32), "y0"),
+    ]
+    inputs = [oh.make_tensor_value_info("limit", onnx.TensorProto.FLOAT, [])]
+    if trip_count is None:
+        inputs.append(oh.make_tensor_value_info("M", onnx.TensorProto.INT64, []))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(trip_count, np.int64), "M"))
+    graph = oh.make_graph(
+        [oh.make_node("Loop", ["M", "go", "y0"], ["y", "rows"], body=body)],
+        "until",
+        inputs,
+        [
+            oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, []),
+            oh.make_tensor_value_info("rows", onnx.TensorProto.FLOAT, None),
+        ],
+        inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("backend", ["python", "c", "numba"])
+@pytest.mark.parametrize("trip_count", [2**63 - 1, None])
+def test_a_loop_of_int64_max_iterations_its_condition_ends_runs_on_every_backend(
+    backend, trip_count
+):
+    """Compiled backends plan the rows at a capacity (4096 first), not at the trip
+    count; 5000 rows outgrow it: the capacity doubles and the call runs again."""
+    model = _until_model(trip_count)
+    g = mdsl.frontends.onnx.load(model)
+    run = (
+        (lambda **f: mdsl.interpret(g, f))
+        if backend == "python"
+        else mdsl.compile(g, backend=backend)
+    )
+    for limit in (5.0, 0.5, 5000.0, 3.0):
+        feeds = {"limit": np.array(limit, np.float32)}
+        if trip_count is None:
+            feeds["M"] = np.array(2**63 - 1, np.int64)
+        got, want = run(**feeds), _ort(model, feeds)
+        assert got["rows"].shape == want["rows"].shape
+        np.testing.assert_array_equal(got["rows"], want["rows"])
+        np.testing.assert_array_equal(got["y"], want["y"])

@@ -2,7 +2,7 @@
 callback (`exe.plan.callbacks`, listed in `exe.plan.fallbacks`).
 
 The plans are built as the C backend builds them (`plan_variant`; no C compiler needed)
-for ONNX's light models and the examples; small PyTorch models exported to ONNX with the
+for ONNX's light models and every example; small PyTorch models exported to ONNX with the
 ops of the benchmark zoo that once fell back (1-D pooling, wav2vec2's GroupNorm exported
 as InstanceNormalization, pixel shuffles, upsampling) are also compiled and run against
 ONNX Runtime.
@@ -10,6 +10,7 @@ ONNX Runtime.
 
 from __future__ import annotations
 
+import importlib
 import io
 import warnings
 
@@ -17,12 +18,13 @@ import numpy as np
 import pytest
 
 import mdsl
-from examples import bert, resnet_block
+from examples import bert, control_flow, detection_preprocess, resnet_block
 from mdsl.frontends.onnx_light_models import load_light_model, with_random_weights
 from mdsl.targets.c.backend import plan_variant
 
-# all but the three whose large fully connected weights take seconds to pack (AlexNet,
-# ZFNet, VGG-19: Conv, LRN, pools, Gemm, ops the others cover)
+# all but the three whose large fully connected weights take seconds to draw and pack
+# (AlexNet, ZFNet, VGG-19: 5-8 s to draw random weights and 2-3 s to pack the Gemm
+# weights of each; Conv, LRN, pools, Gemm, ops the others cover)
 LIGHT = ["densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet"]
 
 
@@ -40,10 +42,41 @@ def test_light_models_have_no_callbacks(name):
 
 
 @pytest.mark.parametrize(
-    "build", [bert.build, resnet_block.build, lambda: bert.bert(1, 32, 2, masked=True, vocab=50)]
+    "build",
+    [
+        bert.build,
+        resnet_block.build,
+        lambda: bert.bert(1, 32, 2, masked=True, vocab=50),
+        control_flow.build,  # Resize over symbolic H x W inside If branches
+        detection_preprocess.build,
+    ],
 )
 def test_examples_have_no_callbacks(build):
     assert callbacks(build()) == []
+
+
+def test_the_custom_op_example_has_no_callbacks_once_its_expr_binding_is_in_place():
+    """QLinearMatMul runs its C binding; QuantizeSymmetric its expression (bound as the
+    example's main does)."""
+    from tests.op_sandbox import restored_registries
+
+    with restored_registries():
+        from examples import custom_op
+
+        importlib.reload(custom_op)
+        custom_op.bind_expr_quantize()
+        assert callbacks(custom_op.build()) == []
+
+
+def test_the_onnx_import_example_has_no_callbacks(tmp_path):
+    pytest.importorskip("torch")
+    from examples import onnx_import
+
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx_import.export_onnx(onnx_import.torch_model(), path)
+    assert callbacks(mdsl.frontends.onnx.load(str(path))) == []
 
 
 # -- PyTorch models with the ops of the zoo -------------------------------------------------------

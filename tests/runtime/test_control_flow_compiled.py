@@ -276,6 +276,25 @@ def test_a_loop_carried_dim_grows_and_is_checked_against_its_range(backend):
     assert info.value.op_type == "While"
 
 
+def test_a_loop_carried_dim_above_its_first_capacity_grows_within_its_range():
+    """max 5000 is above plan.FIRST_ROWS (4096): the rows are planned at a capacity,
+    4096 first; 4500 rows outgrow it (the call runs again with it doubled), 5001 rows
+    are still the range error naming the While, checked before the capacity. (C only:
+    numba takes 20 s over these rows; test_onnx_run_time_values grows it on numba.)"""
+    from mdsl.codegen.plan import FIRST_ROWS
+
+    g = _growing(max_rows=5000)
+    exe = mdsl.compile(g, backend="c")
+    row = np.array([[1.0, 2.0, 3.0]], np.float32)
+    for n in (3, FIRST_ROWS + 404, 2):
+        feeds = {"row": row, "n": np.int64(n)}
+        got = exe(feeds)
+        assert got["rows"].shape == (n, 3)
+        np.testing.assert_array_equal(got["rows"], np.repeat(row * 2.0, n, axis=0))
+    with pytest.raises(mdsl.ExecutionError, match=r"L = 5001 is outside its range \[0, 5000\]"):
+        exe(row=row, n=np.int64(5001))
+
+
 def test_a_loop_carried_dim_without_a_max_is_a_compile_error_naming_the_node():
     with mdsl.Graph("unbounded") as g:
         row = g.input("row", (1, 3))

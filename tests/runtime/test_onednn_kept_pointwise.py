@@ -157,3 +157,71 @@ def test_a_conv_reads_a_kept_tensor_of_another_layout_through_one_reorder(cout, 
     np.testing.assert_allclose(
         exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
     )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_silu_is_a_swish_post_op_and_an_efficientnet_block_equals_the_interpreter(threads):
+    """EfficientNet's MBConv: 1x1 expand + SiLU -> 3x3 depthwise + SiLU -> squeeze and
+    excitation (global pool, 1x1 + SiLU, 1x1 + Sigmoid, Mul) -> 1x1 project + residual;
+    20 channels expanded to 60."""
+    with mdsl.Graph("mbconv") as g:
+        xi = g.input("x", (2, 20, 11, 11))
+
+        def conv(h, cout, k, name, group=1, act=True):
+            w = _rand(cout, h.shape[1] // group, k, k, scale=1 / np.sqrt(h.shape[1] * k * k))
+            b = g.const(f"{name}_b", _rand(cout))
+            y = ops.conv2d(h, g.const(f"{name}_w", w), b, pads=k // 2, group=group)
+            return y * ops.sigmoid(y) if act else y
+
+        h = conv(conv(xi, 60, 1, "expand"), 60, 3, "dw", group=60)
+        s = conv(conv(ops.global_average_pool(h), 5, 1, "se1"), 60, 1, "se2", act=False)
+        g.output(conv(h * ops.sigmoid(s), 20, 1, "project", act=False) + xi, "y")
+    exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert "bias, swish fused" in src and re.search(rf"brdgmm_dw\S*: x {KEPT} -> {KEPT}", src)
+    # the global pool reads the depthwise result in its layout (oneDNN's pooling), the
+    # excitation (convs and Mul) runs in it, and the projection reads it
+    assert re.search(rf"oneDNN avg pooling: {KEPT}", src) and src.count("x NCHW") == 1
+    x = _rand(2, 20, 11, 11)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_concat_read_as_nchw_copies_its_kept_inputs_from_their_layout(threads):
+    """DenseNet's last block: the last Concat is read by a global average pool (NCHW), so
+    it stays NCHW, but the tensors before it stay kept and its copies reorder them."""
+    with mdsl.Graph("last_block") as g:
+        h = ops.max_pool(_conv(g, g.input("x", (2, 5, 9, 9)), 13, 3, "stem"), 3, 1, pads=1)
+        for i in range(2):
+            y = _conv(g, _conv(g, _bn(g, h, f"bn{i}"), 16, 1, f"a{i}"), 7, 3, f"b{i}", False)
+            h = ops.concat([h, y], axis=1)
+        g.output(ops.global_average_pool(h), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert len(re.findall(rf"-> {KEPT}", src)) == 7 and "-> NCHW" not in src  # 5 convs, 2 pools
+    x = _rand(2, 5, 9, 9)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cout", [32, 24])  # 24: padded nChw16c, the row kernel NCHW
+def test_a_global_average_pool_of_a_kept_tensor_runs_on_onednn(cout, threads):
+    with mdsl.Graph("gap") as g:
+        xi = g.input("x", (2, 3, 21, 21))
+        w = g.const("w", _rand(cout, 3, 7, 7, scale=0.1))
+        h = ops.relu(ops.conv2d(xi, w, g.const("b", _rand(cout)), pads=3, strides=2))
+        g.output(ops.global_average_pool(h), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = "\n".join(exe.sources.values())
+    assert ("oneDNN avg pooling: nChw16c" in src) == (cout == 32)
+    x = _rand(2, 3, 21, 21)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )

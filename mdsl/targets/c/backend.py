@@ -25,13 +25,12 @@ from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
-from mdsl.targets.c.render import render_c
 from mdsl.targets.output_pool import OutputPool
 from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
-from mdsl.targets.signatures import PlanShapes, storage_shape
+from mdsl.targets.signatures import CapacityExceeded, PlanShapes, storage_shape
 
 _FFI = cffi.FFI()
 _FFI.cdef(
@@ -69,6 +68,14 @@ def _load_library(path: Path):
 
 
 _log = get_logger(__name__)
+
+
+def render_c(plan: Plan, profile: bool = False) -> str:
+    """`mdsl.targets.c.render.render_c`, imported on first use: a variant loaded from the
+    compile cache renders nothing, and the renderer's imports (Jinja) cost 0.1 s."""
+    from mdsl.targets.c.render import render_c as render
+
+    return render(plan, profile=profile)
 
 
 def build_variant(
@@ -197,7 +204,7 @@ class CVariant:
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         self._use_threads(self.lib)
         if self._shapes is not None:
-            return self._call_with_dims(entry, env, *extra)
+            return self._shapes.growing(lambda: self._call_with_dims(entry, env, *extra))
         state = getattr(self._local, "state", None)
         if state is None:
             state = self._new_thread_state()
@@ -298,6 +305,7 @@ class CVariant:
             base = len(node.inputs)
             _, kernel = node_kernel(node, symbols=env)
             if dynamic_symbols(node):  # its results decide their sizes: bound into dims
+                env = self._shapes.rebinding(env, dynamic_symbols(node))
                 results = run_data_dependent(node, kernel, args, env)
                 self._shapes.store_symbols(dims, env, dynamic_symbols(node))
             else:
@@ -309,6 +317,8 @@ class CVariant:
                     np.asarray(value, dtype=t.dtype.np).reshape(storage_shape(t, env)),
                 )
             return 0
+        except CapacityExceeded as e:  # the run stops; `_call` grows it and runs again
+            self._local.error = e
         except MdslError as e:
             self._local.error = e.with_context(
                 node=node.name, op_type=node.op_type, source=node.source

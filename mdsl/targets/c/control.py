@@ -109,6 +109,9 @@ class Schedule:
             if b.hi is not None:
                 test += f" || {value} > {render_dim(b.hi)}"
             lines.append(f"{INDENT}if ({test}) {self.fail(b.failure, value)}")
+            if b.capacity is not None:
+                capacity = render_dim(b.capacity)
+                lines.append(f"{INDENT}if ({value} > {capacity}) {self.fail(b.grow, value)}")
         for name, value in first.items():
             lines.append(f"{INDENT}{name} = {value}; dims[{slot_of(name)}] = {value};")
         return [*lines, "}"]

@@ -131,11 +131,16 @@ def onednn_link_args(plan) -> tuple[str, ...]:
     return (str(path), f"-Wl,-rpath,{path.parent}")
 
 
-_POST_OPS = {"relu": "MDSL_DNNL_RELU", "clip": "MDSL_DNNL_CLIP", "sum": "MDSL_DNNL_SUM"}
+_POST_OPS = {
+    "relu": "MDSL_DNNL_RELU",
+    "clip": "MDSL_DNNL_CLIP",
+    "sum": "MDSL_DNNL_SUM",
+    "swish": "MDSL_DNNL_SWISH",
+}
 
 
 def _post_op(op: tuple) -> str:
-    lo, hi = op[1:] if op[0] == "clip" else (0.0, 0.0)
+    _, lo, hi = onednn.eltwise(op) if op[0] != "sum" else (0, 0.0, 0.0)
     return f"{{{_POST_OPS[op[0]]}, {_c_float(lo)}, {_c_float(hi)}}}"
 
 

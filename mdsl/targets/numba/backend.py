@@ -58,7 +58,7 @@ from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
-from mdsl.targets.signatures import PlanShapes, storage_shape
+from mdsl.targets.signatures import CapacityExceeded, PlanShapes, storage_shape
 
 ALIGN = 64
 _MODULES: dict[str, types.ModuleType] = {}
@@ -224,6 +224,11 @@ class NumbaVariant:
     def run_driver(self, driver, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         """Run `driver` (the module's `run`, or a timed copy taking `extra` arguments
         after the standard ones) on input arrays `env`; the outputs by name."""
+        if self._shapes is None:
+            return self._run_driver(driver, env, *extra)
+        return self._shapes.growing(lambda: self._run_driver(driver, env, *extra))
+
+    def _run_driver(self, driver, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         shapes = self._shapes
         inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in self.plan.inputs]
         if shapes is None:
@@ -287,6 +292,7 @@ class NumbaVariant:
             ]
             _, kernel = node_kernel(node, symbols=env)
             if dynamic_symbols(node):  # its results decide their sizes: bound into dims
+                env = self._shapes.rebinding(env, dynamic_symbols(node))
                 results = run_data_dependent(node, kernel, args, env)
                 self._shapes.store_symbols(dims, env, dynamic_symbols(node))
             else:
@@ -295,6 +301,8 @@ class NumbaVariant:
             for b, t, value in zip(buffers[len(node.inputs) :], node.outputs, results):
                 shape = storage_shape(t, env)
                 np.copyto(_leading(b, shape), np.asarray(value, t.dtype.np).reshape(shape))
+        except CapacityExceeded:  # the run stops; `run_driver` grows it and runs again
+            raise
         except MdslError as e:
             raise e.with_context(node=node.name, op_type=node.op_type, source=node.source) from e
         except Exception as e:

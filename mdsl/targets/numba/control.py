@@ -65,6 +65,9 @@ class _Control:
                 if b.hi is not None:
                     test += f" or {value} > {render_dim(b.hi, 'py')}"
             lines += [f"if {test}:", *_indented(self.fail(b.failure, value))]
+            if b.capacity is not None:
+                capacity = render_dim(b.capacity, "py")
+                lines += [f"if {value} > {capacity}:", *_indented(self.fail(b.grow, value))]
         for name, value in first.items():
             lines.append(f"{name} = {value}; dims[{int(name.removeprefix('dim'))}] = {value}")
         return lines

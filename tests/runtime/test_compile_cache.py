@@ -1,0 +1,349 @@
+"""The compile cache (`mdsl.runtime.compile_cache`): a warm `mdsl.compile` does no
+optimizing, planning, rendering, drawing or building (counted, not timed); any change to
+the graph, a weight, an attr, an option or mdsl's code misses; a damaged or tampered
+entry is a clean miss; a hit computes what the interpreter does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import mdsl
+from mdsl.codegen import toolchain
+from mdsl.ir.initializer import ParamInit
+from mdsl.ops import bindings
+from mdsl.passes import manager
+from mdsl.runtime import compile_cache
+from mdsl.runtime.compile import make_backend
+from mdsl.targets.c import backend
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((5, 64)).astype(np.float32)
+W = (RNG.standard_normal((64, 96)) / 8).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def cache_on(module_cache, monkeypatch):
+    """The cache on, in a private folder, with only mdsl's own registrations (tests run
+    before in this process may have left custom ops, which turn the cache off)."""
+    monkeypatch.setattr(
+        bindings, "_TABLE", {k: b for k, b in bindings._TABLE.items() if b.from_mdsl}
+    )
+    own_passes = {k: p for k, p in manager._REGISTRY.items() if p.fn.__module__.startswith("mdsl.")}
+    monkeypatch.setattr(manager, "_REGISTRY", own_passes)
+    monkeypatch.setenv("MDSL_COMPILE_CACHE", "1")
+    monkeypatch.setenv("MDSL_CACHE_DIR", str(module_cache))
+    monkeypatch.setenv("MDSL_CONFIG_DIR", str(module_cache / "config"))  # the signing key
+
+
+@pytest.fixture
+def work(monkeypatch):
+    """Counts of the compile's stages: optimize, plan, render, gcc, weights drawn."""
+    counts = {"optimize": 0, "plan": 0, "render": 0, "gcc": 0, "draw": 0}
+
+    def counting(owner, name, stage):
+        original = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            counts[stage] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    counting(manager, "optimize", "optimize")
+    counting(backend, "plan_variant", "plan")
+    counting(backend, "render_c", "render")
+    counting(toolchain, "_build_entry", "gcc")
+    counting(ParamInit, "_draw", "draw")
+    return counts
+
+
+def graph(name="cached", w=W, alpha=0.5, symbolic=True):
+    """A GEMM on a constant weight, a drawn parameter, an attr and a row kernel."""
+    with mdsl.Graph(name) as g:
+        x = g.input("x", ("N" if symbolic else 5, 64))
+        h = x @ g.const("w", w) + mdsl.param("b", (96,), seed=4)
+        h = mdsl.ops.leaky_relu(h, alpha=alpha) @ mdsl.param("v", (96, 48), seed=5)
+        g.output(mdsl.ops.softmax(h), "y")
+    return g
+
+
+def check_against_interpreter(exe, g, x=X):
+    expected = mdsl.interpret(g, {"x": x})["y"]
+    np.testing.assert_allclose(exe(x=x)["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_warm_compile_does_no_compile_work_and_equals_the_interpreter(work):
+    cold = mdsl.compile(graph("warm"), backend="c")
+    assert work["optimize"] == 1 and work["plan"] == 1 and work["render"] == 1
+    work.update(dict.fromkeys(work, 0))
+    g = graph("warm")  # the same model built again, as a new process would
+    exe = mdsl.compile(g, backend="c")
+    assert work == dict.fromkeys(work, 0)  # no optimize, plan, render, gcc, nor weights drawn
+    assert exe is not cold and exe.variants()
+    check_against_interpreter(exe, g)
+    check_against_interpreter(exe, g, X[:2])  # another batch: the symbolic build
+    assert work["plan"] == 0 and work["gcc"] == 0
+    np.testing.assert_array_equal(exe(x=X)["y"], cold(x=X)["y"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_hit_runs_at_the_threads_asked_for(threads, work):
+    mdsl.compile(graph("threads", symbolic=False), backend="c", threads=1)
+    work.update(dict.fromkeys(work, 0))
+    g = graph("threads", symbolic=False)
+    exe = mdsl.compile(g, backend="c", threads=threads)
+    assert work["plan"] == 0 and exe.threads == threads
+    check_against_interpreter(exe, g)
+
+
+def changed_weight():
+    w = W.copy()
+    w[17, 3] += 0.25
+    return graph("change", w=w)
+
+
+@pytest.mark.parametrize(
+    "changed, options",
+    [
+        (changed_weight, {}),  # one value of a constant
+        (lambda: graph("change", alpha=0.25), {}),  # an attr
+        (lambda: graph("change", symbolic=False), {}),  # a type
+        (lambda: graph("change"), {"opt_level": 1}),  # an option
+        (lambda: graph("change"), {"debug": True}),
+    ],
+    ids=["weight", "attr", "type", "opt_level", "debug"],
+)
+def test_any_change_misses_and_gives_the_new_results(changed, options, work):
+    mdsl.compile(graph("change"), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    g = changed()
+    exe = mdsl.compile(g, backend="c", **options)
+    assert work["optimize"] == 1 and work["plan"] == 1
+    check_against_interpreter(exe, g)
+
+
+def test_a_parameter_drawn_from_another_seed_misses(work):
+    def with_seed(seed):
+        with mdsl.Graph("seeded") as g:
+            x = g.input("x", ("N", 64))
+            g.output(x @ mdsl.param("w", (64, 8), seed=seed), "y")
+        return g
+
+    mdsl.compile(with_seed(1), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    g = with_seed(2)
+    exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1
+    check_against_interpreter(exe, g)
+
+
+def test_other_mdsl_code_or_templates_miss(work, monkeypatch, tmp_path):
+    mdsl.compile(graph("code"), backend="c")
+    work.update(dict.fromkeys(work, 0))
+    monkeypatch.setattr(compile_cache, "code_digest", lambda: "another mdsl")
+    mdsl.compile(graph("code"), backend="c")
+    assert work["plan"] == 1
+    # and the digest follows every file's text: a template edited by one byte
+    shutil.copytree(_templates(), tmp_path / "t")
+    before = compile_cache.tree_digest([tmp_path / "t"])
+    template = next((tmp_path / "t").rglob("*.j2"))
+    template.write_text(template.read_text() + " ")
+    assert compile_cache.tree_digest([tmp_path / "t"]) != before
+
+
+def _templates():
+    from mdsl.codegen.templates import template_dir
+
+    return template_dir("c")
+
+
+def entry_of(g, **options) -> os.PathLike:
+    target = make_backend("c")
+    opts = {"backend": "c", "opt_level": 2, "debug": False, "specialize": None, **options}
+    key = compile_cache.compile_key(g, target, opts)
+    compile_cache.wait_for_stores()
+    return compile_cache._root() / key
+
+
+def damage_arrays(entry):
+    data = bytearray((entry / compile_cache.ARRAYS).read_bytes())
+    data[len(data) // 2] ^= 0x40
+    (entry / compile_cache.ARRAYS).write_bytes(bytes(data))
+
+
+def damage_manifest(entry):
+    manifest = json.loads((entry / compile_cache.MANIFEST).read_text())
+    manifest["libraries"] = ["0" * 64 for _ in manifest["libraries"]]
+    (entry / compile_cache.MANIFEST).write_text(json.dumps(manifest))
+
+
+def truncate_library(entry):
+    library = next(entry.glob("*.so"))
+    library.write_bytes(library.read_bytes()[:4096])
+
+
+def damage_state(entry):
+    (entry / compile_cache.STATE).write_bytes(b"\x80\x05garbage")
+
+
+def open_up(entry):
+    os.chmod(entry / compile_cache.STATE, 0o666)
+
+
+@pytest.mark.parametrize(
+    "damage", [damage_arrays, damage_manifest, truncate_library, damage_state, open_up]
+)
+def test_a_damaged_or_tampered_entry_is_a_clean_miss(damage, work, caplog):
+    g = graph(f"damaged_{damage.__name__}")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    assert entry.is_dir()
+    damage(entry)
+    work.update(dict.fromkeys(work, 0))
+    with caplog.at_level(logging.WARNING, logger="mdsl"):
+        exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1  # compiled again
+    assert any("not used" in r.getMessage() for r in caplog.records)
+    check_against_interpreter(exe, g)
+    work.update(dict.fromkeys(work, 0))
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)  # the entry was replaced
+    assert work["plan"] == 0
+
+
+def test_a_custom_op_in_the_process_turns_the_cache_off(work, sandbox, caplog):
+    mdsl.register_op_impl("Relu", lambda x: np.maximum(x, 0), backend="python")
+    with caplog.at_level(logging.INFO, logger="mdsl"):
+        mdsl.compile(graph("custom"), backend="c")
+        mdsl.compile(graph("custom"), backend="c")
+    assert work["plan"] == 2
+    assert any("compile cache not used" in r.getMessage() for r in caplog.records)
+
+
+def test_specialized_variants_come_back_from_the_cache(work):
+    mdsl.compile(graph("gears"), backend="c", specialize={"N": [2, 5]})
+    work.update(dict.fromkeys(work, 0))
+    g = graph("gears")
+    exe = mdsl.compile(g, backend="c", specialize={"N": [2, 5]})
+    assert work["plan"] == 0
+    assert sorted(exe.variants()) == [(("N", 2),), (("N", 5),)]
+    check_against_interpreter(exe, g)
+    check_against_interpreter(exe, g, X[:2])
+    assert work["plan"] == 0
+
+
+def test_turned_off_by_the_environment(work, monkeypatch):
+    monkeypatch.setenv("MDSL_COMPILE_CACHE", "0")
+    mdsl.compile(graph("off"), backend="c")
+    mdsl.compile(graph("off"), backend="c")
+    assert work["plan"] == 2
+
+
+def test_a_hit_saves_and_loads_as_a_compiled_executable(work, tmp_path):
+    mdsl.compile(graph("saved"), backend="c")
+    g = graph("saved")
+    exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 1  # the first compile only
+    exe.save(tmp_path / "saved")
+    check_against_interpreter(mdsl.load_executable(tmp_path / "saved"), g)
+
+
+def test_a_compile_with_onednn_turned_off_misses_one_with_it(work):
+    """`onednn.disabled()` (the hand-written kernels, for side-by-side benchmarks) is part
+    of the key: a graph compiled with oneDNN first is not served to it."""
+    from mdsl.codegen import onednn
+
+    w = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
+
+    def conv_graph():
+        with mdsl.Graph("conv_cached") as g:
+            g.output(mdsl.ops.conv2d(g.input("x", (1, 8, 10, 10)), g.const("w", w), pads=1), "y")
+        return g
+
+    on = mdsl.compile(conv_graph(), backend="c")
+    with onednn.disabled():
+        off = mdsl.compile(conv_graph(), backend="c")
+    assert work["plan"] == 2
+    assert "mdsl_dnnl" not in "\n".join(off.sources.values())
+    if onednn.library_path() is not None:
+        assert "mdsl_dnnl" in "\n".join(on.sources.values())
+
+
+def test_threads_compiling_one_graph_at_once_all_get_it_right(work):
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = graph("racing")
+    with ThreadPoolExecutor(3) as pool:
+        exes = list(pool.map(lambda _: mdsl.compile(graph("racing"), backend="c"), range(3)))
+    for exe in exes:
+        check_against_interpreter(exe, g)
+    compile_cache.wait_for_stores()
+    planned = work["plan"]
+    check_against_interpreter(mdsl.compile(graph("racing"), backend="c"), g)
+    assert work["plan"] == planned  # the entry one of them wrote
+
+
+def test_a_graph_the_serializer_cannot_write_compiles_without_the_cache(work, monkeypatch):
+    def refuse(g):
+        raise mdsl.GraphError("cannot serialize attr value <object>")
+
+    monkeypatch.setattr(compile_cache, "graph_fingerprint", refuse)
+    g = graph("unwritable")
+    for _ in range(2):
+        check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 2
+
+
+def test_arrays_of_many_chunks_are_stored_and_checked_on_every_core(work, monkeypatch):
+    """The threaded hashing of large entries (BERT-base's 440 MB), in 4 KiB chunks."""
+    monkeypatch.setattr(compile_cache, "CHUNK", 4096)
+    mdsl.compile(graph("chunked"), backend="c")
+    entry = entry_of(graph("chunked"))
+    chunks = json.loads((entry / compile_cache.MANIFEST).read_text())["arrays"]["chunks"]
+    assert len(chunks) > 4
+    work.update(dict.fromkeys(work, 0))
+    g = graph("chunked")
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 0
+    damage_arrays(entry)
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 1
+
+
+CHILD = """
+import numpy as np, mdsl
+mdsl.runtime.compile_cache.CHUNK = 1 << 16  # many chunks: the parallel path, were it used
+with mdsl.Graph("child") as g:
+    x = g.input("x", ("N", 1024))
+    w = np.random.default_rng(0).standard_normal((1024, 8192)).astype(np.float32)  # 32 MB
+    g.output(x @ g.const("w", w), "y")
+mdsl.compile(g, backend="c")
+"""
+
+
+def test_an_entry_is_written_whole_when_the_process_ends_right_after_compiling(module_cache):
+    """The writer thread outlives the main one (and hashes without a thread pool, which
+    takes no work once the interpreter shuts down): the next process hits."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MDSL_LOG": "INFO"}
+    runs = [
+        subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    assert "compile cache: miss" in runs[0].stderr and "not stored" not in runs[0].stderr
+    assert "compile cache: hit" in runs[1].stderr, runs[1].stderr[-2000:]

@@ -13,7 +13,8 @@ kernel. `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
 A batched product of two run-time operands (attention's `Q·Kᵀ` and `P·V`) with M, N
 and K of at least `BATCHED_MIN_SIDE` runs as one oneDNN matmul over the whole batch,
 every operand described by its strides (a transposed or head-split operand is read in
-place, a broadcast batch dim has size 1) and `alpha` as a linear post-op. Against
+place, a broadcast batch dim has size 1) and `alpha` as a linear post-op; an epilogue
+(GPT-2's causal mask) runs over the whole result after it. Against
 OpenBLAS called per batch entry (1 thread, thread CPU time): 12 x 128x128x64 0.82x,
 12 x 128x64x128 0.81x; 64-sided products about even, smaller ones slower (kept on BLAS).
 """
@@ -130,9 +131,10 @@ BATCHED_MIN_SIDE = 64  # M, N and K of each product of a batch oneDNN computes
 
 def with_onednn_batched(g: kir.Gemm) -> kir.Gemm:
     """`g` computed by one oneDNN matmul over its whole batch (see the module doc) when
-    oneDNN is available, `g` is a static float32 batched product with no epilogue (a
-    constant scale is its `alpha`) and oneDNN picks its brgemm kernel; else `g`."""
-    if not onednn.available() or g.dtype != DType.float32 or g.epilogue is not None:
+    oneDNN is available, `g` is a static float32 batched product and oneDNN picks its
+    brgemm kernel; else `g`. An epilogue (a mask, a scale that is not `alpha`) runs
+    over the whole result after the product."""
+    if not onednn.available() or g.dtype != DType.float32:
         return g
     sizes = (g.m, g.n, g.k, g.lda, g.ldb, *g.batch_shape, *g.a.strides, *g.b.strides)
     if g.onednn or g.packed_b or any(isinstance(v, Dim) for v in (*sizes, *g.out.strides)):

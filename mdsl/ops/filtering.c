@@ -150,6 +150,70 @@ static void unique_sort(const filter_view *v, int64_t *order, int64_t *tmp, int6
     if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
 }
 
+/* -- Unique of single elements: a stable radix sort of order-preserving integer keys -- */
+static uint64_t unique_float_key(uint64_t bits, int width) { /* IEEE bits -> key */
+    const uint64_t sign = (uint64_t)1 << (width - 1);
+    if ((bits & ~sign) == 0) bits = 0; /* -0.0 equals 0.0 */
+    return bits & sign ? ~bits & ((sign << 1) - 1) : bits | sign;
+}
+
+/* A key per element of v whose unsigned order is unique_element_order's (NaNs share the
+ * largest key). */
+static uint64_t unique_key(const filter_view *v, int64_t i) {
+    const char *p = v->data + i * v->bytes;
+    switch (v->dtype) {
+    case MDSL_DTYPE_FLOAT32: case MDSL_DTYPE_FLOAT16: case MDSL_DTYPE_BFLOAT16: {
+        const float f = v->dtype == MDSL_DTYPE_FLOAT32   ? *(const float *)p
+                        : v->dtype == MDSL_DTYPE_FLOAT16 ? (float)*(const _Float16 *)p
+                                                         : unique_bf16(p);
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        return isnan(f) ? UINT64_MAX : unique_float_key(bits, 32);
+    }
+    case MDSL_DTYPE_FLOAT64: {
+        const double d = *(const double *)p;
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return isnan(d) ? UINT64_MAX : unique_float_key(bits, 64);
+    }
+    case MDSL_DTYPE_INT8: return (uint64_t)(int64_t)*(const int8_t *)p ^ ((uint64_t)1 << 63);
+    case MDSL_DTYPE_INT16: return (uint64_t)(int64_t)*(const int16_t *)p ^ ((uint64_t)1 << 63);
+    case MDSL_DTYPE_INT32: return (uint64_t)(int64_t)*(const int32_t *)p ^ ((uint64_t)1 << 63);
+    case MDSL_DTYPE_INT64: return (uint64_t)*(const int64_t *)p ^ ((uint64_t)1 << 63);
+    case MDSL_DTYPE_UINT16: return *(const uint16_t *)p;
+    case MDSL_DTYPE_UINT32: return *(const uint32_t *)p;
+    case MDSL_DTYPE_UINT64: return *(const uint64_t *)p;
+    default: return *(const uint8_t *)p; /* bool, uint8 */
+    }
+}
+
+/* order[] = element numbers sorted stably by key (LSD radix, one byte per pass, passes
+ * where every key has the same byte skipped); key[] receives the keys in that order. */
+static int unique_radix_order(const filter_view *v, int64_t *order, int64_t *tmp,
+                              uint64_t *key, int64_t n) {
+    uint64_t *spare = malloc((size_t)(n + 1) * sizeof *spare);
+    if (!spare) return 1;
+    for (int64_t i = 0; i < n; i++) {
+        order[i] = i;
+        key[i] = unique_key(v, i);
+    }
+    for (int shift = 0; shift < 64; shift += 8) {
+        int64_t count[257] = {0};
+        for (int64_t i = 0; i < n; i++) count[((key[i] >> shift) & 255) + 1]++;
+        if (n && count[((key[0] >> shift) & 255) + 1] == n) continue;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t at = count[(key[i] >> shift) & 255]++;
+            tmp[at] = order[i];
+            spare[at] = key[i];
+        }
+        memcpy(order, tmp, (size_t)n * sizeof *order);
+        memcpy(key, spare, (size_t)n * sizeof *key);
+    }
+    free(spare);
+    return 0;
+}
+
 int filtering_unique(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs,
                      int n_outputs, const double *attrs, int n_attrs) {
     if (n_inputs != 1 || n_outputs != 4 || n_attrs < 2) return 2;
@@ -157,15 +221,24 @@ int filtering_unique(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outpu
     if (filter_view_of(&inputs[0], attrs[0], &v)) return 1;
     const int sorted = attrs[1] != 0.0;
     const int64_t n = v.length;
+    const int single = v.outer == 1 && v.inner == 1; /* slices of one element */
     int64_t *order = malloc((size_t)(4 * n + 1) * sizeof(int64_t));
-    if (!order) return 1;
+    uint64_t *key = single ? malloc((size_t)(n + 1) * sizeof(uint64_t)) : NULL;
+    if (!order || (single && !key) || (single && unique_radix_order(&v, order, order + n, key, n))) {
+        free(order);
+        free(key);
+        return 1;
+    }
     int64_t *tmp = order + n, *group = tmp + n, *rank = group + n;
-    unique_sort(&v, order, tmp, n);
+    if (!single) unique_sort(&v, order, tmp, n);
     int64_t count = 0; /* group[i]: slice i's run in sorted order; tmp[g]: run g's first */
     for (int64_t s = 0; s < n; s++) {
-        if (s == 0 || unique_slice_order(&v, order[s - 1], order[s]) != 0) tmp[count++] = order[s];
+        const int differs = single ? s == 0 || key[s - 1] != key[s]
+                                   : s == 0 || unique_slice_order(&v, order[s - 1], order[s]) != 0;
+        if (differs) tmp[count++] = order[s];
         group[order[s]] = count - 1;
     }
+    free(key);
     if (sorted) {
         for (int64_t g = 0; g < count; g++) rank[g] = g;
     } else { /* renumber the runs by first occurrence */

@@ -314,7 +314,8 @@ def _primitives_made(capfd, run) -> dict[str, int]:
     primitive creation, cache hits included)."""
     lib = ctypes.CDLL(str(onednn.library_path()))
     capfd.readouterr()
-    lib.dnnl_set_verbose(2)
+    if lib.dnnl_set_verbose(2) != 0:
+        pytest.skip("this oneDNN was built without its verbose log")
     try:
         run()
     finally:

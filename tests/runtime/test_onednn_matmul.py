@@ -191,16 +191,37 @@ def test_broadcast_batch_dims_are_size_one_for_onednn():
 
 
 @needs_onednn
-def test_small_products_and_other_scales_keep_blas():
+def test_small_products_keep_blas():
     """Products with a side below 64 stay on OpenBLAS per batch entry (not faster on
-    oneDNN); a division by 3 is not a power of two, so it stays an epilogue (and the
-    product with it on BLAS). Both equal the interpreter."""
-    small, odd = (1, 2, 40, 64), (1, 2, 64, 64)
-    for shape, scale, n_strided in ((small, "mul", 0), (odd, 3.0, 1)):  # odd: P·V only
-        g = _attention(shape, scale)
-        feeds = {n: _rand(*shape) for n in "qkv"}
-        exe = mdsl.compile(g, "c", threads=1)
-        assert _source(exe).count(STRIDED) == n_strided
+    oneDNN), and equal the interpreter."""
+    shape = (1, 2, 40, 64)
+    g = _attention(shape, "mul")
+    feeds = {n: _rand(*shape) for n in "qkv"}
+    exe = mdsl.compile(g, "c", threads=1)
+    assert STRIDED not in _source(exe)
+    np.testing.assert_allclose(
+        _first(exe(**feeds)), _first(mdsl.interpret(g, feeds)), rtol=1e-5, atol=1e-6
+    )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_batched_product_with_an_epilogue_runs_it_after_the_product(threads):
+    """A scale that is not a power of two and a causal mask (GPT-2's `where(mask, -inf,
+    scores / 3)`) stay an epilogue, run over every batch entry's rows after oneDNN's
+    product: equal to the interpreter, with a mask broadcast over the batch dims."""
+    b, h, s, d = 2, 3, 66, 64
+    causal = np.triu(np.ones((s, s), bool), k=1)
+    with mdsl.Graph("masked") as g:
+        q, k, v = (g.input(n, (b, h, s, d)) for n in "qkv")
+        scores = ops.div(ops.matmul(q, ops.transpose(k, perm=(0, 1, 3, 2))), np.float32(3.0))
+        masked = ops.where(g.const("causal", causal), np.float32(-1e9), scores)
+        g.output(ops.matmul(ops.softmax(masked, axis=-1), v), "y")
+    feeds = {n: _rand(b, h, s, d) for n in "qkv"}
+    exe = mdsl.compile(g, "c", threads=threads)
+    source = _source(exe)
+    assert source.count(STRIDED) == 2 and "for (int64_t r = 0; r < 396; r++)" in source
+    for _ in range(3):
         np.testing.assert_allclose(
             _first(exe(**feeds)), _first(mdsl.interpret(g, feeds)), rtol=1e-5, atol=1e-6
         )

@@ -4,6 +4,8 @@ batch), then the epilogue over C in place."""
 
 from __future__ import annotations
 
+import math
+
 from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index
 from mdsl.codegen.onednn_matmul import strided_layout
@@ -46,19 +48,34 @@ def onednn_matmul_body(k: kir.Gemm, epilogue_lines, parallel: str) -> str:
         f"if (mdsl_dnnl_matmul_run(s, {a}, {b}, {k.out.buffer} + {oc}))",
         f"{INDENT}return 1;",
     ]
-    if k.epilogue is not None:  # routed only without batch dims (`with_onednn_batched`)
-        acc = f"{k.out.buffer}[{oc} + i * {k.n} + jn]"
-        inner = epilogue_lines(k.epilogue, k.out_shape, ["i", "jn"], acc, k.dtype)
-        lines += [
-            parallel,
-            f"for (int64_t i = 0; i < {k.m}; i++) {{",
-            f"{INDENT}#pragma omp simd",
-            f"{INDENT}for (int64_t jn = 0; jn < {k.n}; jn++) {{",
-            *(INDENT * 2 + x for x in inner),
-            f"{INDENT}}}",
-            "}",
-        ]
+    if k.epilogue is not None:
+        lines += _epilogue_loop(k, epilogue_lines, parallel)
     return "\n".join(INDENT + x for x in lines)
+
+
+def _epilogue_loop(k: kir.Gemm, epilogue_lines, parallel: str) -> list[str]:
+    """The epilogue over C in place after the product, row by row over every batch
+    entry's rows (`parallel`: the pragma for that loop)."""
+    bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
+    split = []  # row r -> batch indices and i, innermost batch dim first
+    if bvars:
+        split.append(f"int64_t rem = r / {k.m};")
+        for var, size in reversed(list(zip(bvars, k.batch_shape))):
+            split.append(f"const int64_t {var} = rem % {size}; rem /= {size};")
+        split.append(f"const int64_t i = r % {k.m};")
+    row = "r" if not bvars else "i"
+    acc = f"{k.out.buffer}[{flat_index(k.out, bvars)} + {row} * {k.n} + jn]"
+    inner = epilogue_lines(k.epilogue, k.out_shape, [*bvars, row, "jn"], acc, k.dtype)
+    return [
+        parallel,
+        f"for (int64_t r = 0; r < {math.prod(k.batch_shape) * k.m}; r++) {{",
+        *(INDENT + x for x in split),
+        f"{INDENT}#pragma omp simd",
+        f"{INDENT}for (int64_t jn = 0; jn < {k.n}; jn++) {{",
+        *(INDENT * 2 + x for x in inner),
+        f"{INDENT}}}",
+        "}",
+    ]
 
 
 def _summary(k: kir.Gemm) -> str:

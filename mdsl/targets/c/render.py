@@ -642,7 +642,8 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[in
 
 def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     if k.onednn:
-        pragma = _parallel(k.m * k.n, trips=k.m) or "/* small: one thread */"
+        rows = math.prod(k.batch_shape) * k.m  # the epilogue's loop after the product
+        pragma = _parallel(rows * k.n, trips=rows) or "/* small: one thread */"
         return onednn_matmul_body(k, _epilogue_lines, pragma)
     if any(isinstance(v, Dim) for v in (k.m, k.n, k.k, *k.batch_shape)):
         return _symbolic_gemm_body(k)

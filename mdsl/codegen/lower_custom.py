@@ -42,7 +42,7 @@ def lower_custom_call(ctx, node: Node, failure=None) -> kir.CustomCall:
         [ctx.buffer_of(t) for t in node.outputs],
         [None if t is None else (t.dtype, _shape(t)) for t in node.inputs],
         output_types,
-        tuple(_attr_value(v, choices) for v, choices in _ordered_attrs(node)),
+        attr_values(node),
         _data_sizes(node, bounds, failure),
     )
 
@@ -110,13 +110,30 @@ def _data_sizes(node: Node, bounds: dict, failure) -> tuple[kir.DataSize, ...]:
     return tuple(sizes)
 
 
+def attr_values(node: Node) -> tuple[float, ...]:
+    """The doubles a C function gets as `attrs`: each attr in prototype order, then each
+    list-of-numbers attr (`[int]`, `[float]`) as its length and its elements (length -1
+    for an absent list), in prototype order too."""
+    attrs = _ordered_attrs(node)
+    scalars = [_attr_value(v, spec and spec.choices) for v, spec in attrs]
+    lists = []
+    for value, spec in attrs:
+        if spec is not None and spec.kind in ("list[int]", "list[float]"):
+            lists += [-1.0] if value is None else [float(len(value)), *map(_list_item, value)]
+    return tuple(scalars + lists)
+
+
+def _list_item(value) -> float:
+    return float(value) if isinstance(value, (bool, int, float)) else math.nan
+
+
 def _ordered_attrs(node: Node) -> list[tuple]:
-    """(value, choices or None) of each attr, in prototype order."""
+    """(value, Attr spec or None) of each attr, in prototype order."""
     from mdsl.ops.registry import get_op, has_op
 
     if not has_op(node.op_type):
         return [(node.attrs.get(n), None) for n in sorted(node.attrs)]
-    return [(node.attrs.get(n), spec.choices) for n, spec in get_op(node.op_type).attrs.items()]
+    return [(node.attrs.get(n), spec) for n, spec in get_op(node.op_type).attrs.items()]
 
 
 def _attr_value(value, choices=None) -> float:

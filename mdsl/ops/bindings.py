@@ -73,7 +73,8 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
     MDSL_DTYPE_FLOAT32 etc.; an absent optional input has data NULL and dtype -1).
     Outputs arrive allocated with their inferred shapes; attrs are the prototype's attrs
     in order as doubles (a str attr with `choices` as its choice index, NaN for other
-    non-numeric ones). Return 0 on success; anything else
+    non-numeric ones), then each list-of-numbers attr in order as its length and its
+    elements (length -1: absent). Return 0 on success; anything else
     fails the run with an ExecutionError naming the node. A `source=` gets these
     declarations from the generated code; a `library=` includes the header
     `mdsl.targets.c.custom.header_text()`. The interpreter cannot run a "c" binding: bind

@@ -398,6 +398,7 @@ data_dependent(
     "DynamicSliceAxes",
     count=lambda x, *_, **__: x.rank,
     bounds=lambda x, *_, **__: list(x.shape),
+    invalid="the slice axes read at run time are outside rank or repeat an axis, or a step is 0",
 )
 
 
@@ -406,4 +407,8 @@ C_SOURCE = Path(__file__).with_name("runtime_sizes.c").read_text()
 register_op_impl("DynamicCrop", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_crop")
 register_op_impl(
     "DynamicReshape", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_reshape"
+)
+register_op_impl("DynamicSlice", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_slice")
+register_op_impl(
+    "DynamicSliceAxes", backend="c", source=C_SOURCE, symbol="runtime_sizes_dynamic_slice_axes"
 )

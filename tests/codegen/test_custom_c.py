@@ -190,6 +190,38 @@ def test_tensor_records_and_attrs_follow_the_documented_convention():
     assert got["total"].shape == () and got["total"] == 2.5 + 15
 
 
+ATTRS_C = """
+int echo_attrs(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs, int n_outputs,
+               const double *attrs, int n_attrs) {
+    double *out = (double *)outputs[0].data;
+    if (n_attrs > outputs[0].size) return 1;
+    for (int i = 0; i < outputs[0].size; i++) out[i] = i < n_attrs ? attrs[i] : 99.0;
+    return 0;
+}
+"""
+
+
+def test_list_attrs_follow_the_scalar_attrs_as_length_and_elements():
+    attrs = {
+        "ids": mdsl.Attr([int], default=None),
+        "scale": mdsl.Attr(float, default=1.5),
+        "weights": mdsl.Attr([float], default=None),
+        "names": mdsl.Attr([str], default=()),
+        "none": mdsl.Attr([int], default=None),
+    }
+
+    @mdsl.op_proto("EchoAttrs", inputs={"x": "float32"}, outputs={"y": "float64"}, attrs=attrs)
+    def echo(x, *, ids, scale, weights, names, none):
+        return mdsl.TensorType((12,), "float64")
+
+    mdsl.register_op_impl("EchoAttrs", backend="c", source=ATTRS_C, symbol="echo_attrs")
+    with mdsl.Graph("echo") as g:
+        g.output(echo(g.input("x", (1,)), ids=(4, -2), weights=(0.5,), names=("a",)), "y")
+    got = mdsl.compile(g, backend="c")(x=np.zeros(1, np.float32))["y"]
+    nan = np.nan  # ids, scale, weights, names, none; then ids, weights, none as lists
+    np.testing.assert_array_equal(got, [nan, 1.5, nan, nan, nan, 2, 4, -2, 1, 0.5, -1, 99])
+
+
 def test_a_failing_c_function_raises_an_execution_error_naming_the_node():
     swish = declare_swish()
     failing = SWISH_C.replace("return 0;\n}", "return x[0] < 0 ? 5 : 0;\n}")

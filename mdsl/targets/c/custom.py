@@ -26,7 +26,9 @@ shape entry (`((int64_t *)outputs[j].shape)[axis]`, the first output axis holdin
 size), and writes the elements contiguously at those sizes; the generated code checks each
 size against its bound (an ExecutionError naming the node) and binds it for what follows. Outputs are preallocated with the shapes the op's InferShape gave, and never
 overlap the inputs. `attrs` holds the op's attrs in prototype order as doubles (bools
-as 0/1; attrs that are not a bool, int or float are passed as NaN). float16 data is
+as 0/1; attrs that are not a bool, int or float are passed as NaN), then each list attr
+of numbers (`[int]`, `[float]`) in prototype order as its length and its elements (an
+absent list: length -1, no elements); `n_attrs` counts them all. float16 data is
 `_Float16`, bfloat16 data is the upper 16 bits of a float32 (`uint16_t`).
 
 Names: the entry point of a `source=` is renamed (`mdsl_cop_<hash>_<symbol>`) and given

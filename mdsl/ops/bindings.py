@@ -70,7 +70,8 @@ def register_op_impl(op_type: str, fn=None, *, backend: str = "python", **option
 
     with `typedef struct { void *data; const int64_t *shape; int64_t size; int32_t ndim;
     int32_t dtype; } mdsl_tensor;` (contiguous row-major data; dtype codes
-    MDSL_DTYPE_FLOAT32 etc.; an absent optional input has data NULL and dtype -1).
+    MDSL_DTYPE_FLOAT32 etc., `mdsl_dtype_bytes(dtype)` an element's size; an absent
+    optional input has data NULL and dtype -1).
     Outputs arrive allocated with their inferred shapes; attrs are the prototype's attrs
     in order as doubles (a str attr with `choices` as its choice index, NaN for other
     non-numeric ones), then each list-of-numbers attr in order as its length and its

@@ -13,16 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t filter_element_bytes(int32_t dtype) {
-    switch (dtype) {
-    case MDSL_DTYPE_INT16: case MDSL_DTYPE_UINT16: case MDSL_DTYPE_FLOAT16:
-    case MDSL_DTYPE_BFLOAT16: return 2;
-    case MDSL_DTYPE_INT32: case MDSL_DTYPE_UINT32: case MDSL_DTYPE_FLOAT32: return 4;
-    case MDSL_DTYPE_INT64: case MDSL_DTYPE_UINT64: case MDSL_DTYPE_FLOAT64: return 8;
-    default: return 1; /* bool, int8, uint8 */
-    }
-}
-
 /* x seen as (outer, length, inner) around the filtered axis: the whole tensor as one row
  * when `axis_attr` is NaN (None). The axis is returned normalized (0 when flattened). */
 typedef struct {
@@ -35,7 +25,7 @@ typedef struct {
 static int filter_view_of(const mdsl_tensor *x, double axis_attr, filter_view *v) {
     v->data = (const char *)x->data;
     v->dtype = x->dtype;
-    v->bytes = filter_element_bytes(x->dtype);
+    v->bytes = mdsl_dtype_bytes(x->dtype);
     v->outer = 1;
     v->inner = 1;
     if (isnan(axis_attr)) {

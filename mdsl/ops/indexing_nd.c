@@ -10,15 +10,6 @@
  */
 #include <string.h>
 
-static int64_t nd_element_bytes(int32_t dtype) {
-    switch (dtype) {
-    case MDSL_DTYPE_INT16: case MDSL_DTYPE_FLOAT16: case MDSL_DTYPE_BFLOAT16: return 2;
-    case MDSL_DTYPE_INT32: case MDSL_DTYPE_FLOAT32: return 4;
-    case MDSL_DTYPE_INT64: case MDSL_DTYPE_FLOAT64: return 8;
-    default: return 1; /* bool, int8, uint8 */
-    }
-}
-
 static int64_t nd_coordinate(const mdsl_tensor *indices, int64_t at) {
     return indices->dtype == MDSL_DTYPE_INT64 ? ((const int64_t *)indices->data)[at]
                                               : ((const int32_t *)indices->data)[at];
@@ -53,7 +44,7 @@ int indexing_gather_nd(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *out
     const mdsl_tensor *data = &inputs[0], *indices = &inputs[1];
     const int batch_dims = (int)attrs[0];
     const int64_t k = indices->shape[indices->ndim - 1];
-    const int64_t bytes = nd_element_bytes(data->dtype);
+    const int64_t bytes = mdsl_dtype_bytes(data->dtype);
     const int64_t batches = nd_product(data->shape, 0, batch_dims);
     const int64_t slice = nd_product(data->shape, batch_dims + (int)k, data->ndim);
     const int64_t batch_size = nd_product(data->shape, batch_dims, data->ndim);
@@ -105,7 +96,7 @@ int indexing_scatter_nd(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *ou
     const mdsl_tensor *data = &inputs[0], *indices = &inputs[1], *updates = &inputs[2];
     const int reduction = (int)attrs[0];
     const int64_t k = indices->shape[indices->ndim - 1];
-    const int64_t bytes = nd_element_bytes(data->dtype);
+    const int64_t bytes = mdsl_dtype_bytes(data->dtype);
     const int64_t slice = nd_product(data->shape, (int)k, data->ndim);
     const int64_t tuples = indices->size / k;
     char *out = (char *)outputs[0].data;

@@ -7,16 +7,6 @@
  */
 #include <string.h>
 
-static int64_t masks_element_bytes(int32_t dtype) {
-    switch (dtype) {
-    case MDSL_DTYPE_INT16: case MDSL_DTYPE_UINT16: case MDSL_DTYPE_FLOAT16:
-    case MDSL_DTYPE_BFLOAT16: return 2;
-    case MDSL_DTYPE_INT32: case MDSL_DTYPE_UINT32: case MDSL_DTYPE_FLOAT32: return 4;
-    case MDSL_DTYPE_INT64: case MDSL_DTYPE_UINT64: case MDSL_DTYPE_FLOAT64: return 8;
-    default: return 1; /* bool, int8, uint8 */
-    }
-}
-
 /* the bytes of the value 1 in `dtype` */
 static void masks_one(int32_t dtype, unsigned char *bytes) {
     memset(bytes, 0, 8);
@@ -34,7 +24,7 @@ int masks_trilu(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs, i
     if (n_inputs != 1 || n_outputs != 1 || n_attrs != 2) return 2;
     const mdsl_tensor *x = &inputs[0];
     const int upper = attrs[0] != 0;
-    const int64_t k = (int64_t)attrs[1], bytes = masks_element_bytes(x->dtype);
+    const int64_t k = (int64_t)attrs[1], bytes = mdsl_dtype_bytes(x->dtype);
     const int64_t rows = x->shape[x->ndim - 2], cols = x->shape[x->ndim - 1];
     const int64_t matrices = rows * cols ? x->size / (rows * cols) : 0;
     const unsigned char *src = (const unsigned char *)x->data;
@@ -56,7 +46,7 @@ int masks_eye_like(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs
                    int n_outputs, const double *attrs, int n_attrs) {
     if (n_inputs != 1 || n_outputs != 1 || n_attrs != 2) return 2;
     mdsl_tensor *y = &outputs[0];
-    const int64_t k = (int64_t)attrs[1], bytes = masks_element_bytes(y->dtype);
+    const int64_t k = (int64_t)attrs[1], bytes = mdsl_dtype_bytes(y->dtype);
     const int64_t rows = y->shape[0], cols = y->shape[1];
     unsigned char one[8], *dst = (unsigned char *)y->data;
     masks_one(y->dtype, one);
@@ -73,7 +63,7 @@ int masks_reverse_sequence(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor 
     if (n_inputs != 2 || n_outputs != 1 || n_attrs != 2) return 2;
     const mdsl_tensor *x = &inputs[0], *lens = &inputs[1];
     const int batch_axis = (int)attrs[0];
-    const int64_t bytes = masks_element_bytes(x->dtype);
+    const int64_t bytes = mdsl_dtype_bytes(x->dtype);
     const int64_t batch = x->shape[batch_axis], steps = x->shape[1 - batch_axis];
     int64_t inner = 1;
     for (int d = 2; d < x->ndim; d++) inner *= x->shape[d];
@@ -100,7 +90,7 @@ int masks_bit_cast(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs
                    int n_outputs, const double *attrs, int n_attrs) {
     (void)attrs; (void)n_attrs;
     if (n_inputs != 1 || n_outputs != 1 || outputs[0].size != inputs[0].size) return 2;
-    const int64_t bytes = inputs[0].size * masks_element_bytes(inputs[0].dtype);
+    const int64_t bytes = inputs[0].size * mdsl_dtype_bytes(inputs[0].dtype);
     if (bytes > 0) memcpy(outputs[0].data, inputs[0].data, (size_t)bytes);
     return 0;
 }

@@ -14,6 +14,7 @@ The calling convention (also in `register_op_impl`'s docstring and `header_text(
         int32_t ndim;
         int32_t dtype;         /* MDSL_DTYPE_FLOAT32, ...; -1: absent input */
     } mdsl_tensor;
+    int64_t mdsl_dtype_bytes(int32_t dtype);  /* an element's size */
 
     int symbol(const mdsl_tensor *inputs, int n_inputs,
                mdsl_tensor *outputs, int n_outputs,
@@ -86,11 +87,16 @@ SIGNATURE = (
 HEADER_FILE = "mdsl_custom_op.h"
 
 
+def _dtype_macro(dtype: DType) -> str:
+    return f"MDSL_DTYPE_{dtype.name.rstrip('_').upper()}"
+
+
 def header_text() -> str:
     """The C declarations a custom op needs (the `mdsl_custom_op.h` header); a `source=`
     gets them from the generated unit, a `library=` is built against this header."""
-    codes = "\n".join(
-        f"#define MDSL_DTYPE_{d.name.rstrip('_').upper()} {c}" for d, c in DTYPE_CODES.items()
+    codes = "\n".join(f"#define {_dtype_macro(d)} {c}" for d, c in DTYPE_CODES.items())
+    sizes = "\n".join(
+        f"    case {_dtype_macro(d)}: return {d.itemsize};" for d in DTYPE_CODES if d.itemsize != 1
     )
     return f"""/* mdsl custom C op calling convention (see mdsl.register_op_impl). */
 #ifndef MDSL_CUSTOM_OP_H
@@ -106,6 +112,14 @@ typedef struct mdsl_tensor {{
     int32_t ndim;
     int32_t dtype;         /* MDSL_DTYPE_*; -1 for an absent optional input */
 }} mdsl_tensor;
+
+/* bytes of one element of `dtype` (MDSL_DTYPE_*) */
+static inline int64_t mdsl_dtype_bytes(int32_t dtype) {{
+    switch (dtype) {{
+{sizes}
+    default: return 1;
+    }}
+}}
 
 /* int symbol{SIGNATURE};
    returns 0 on success, anything else fails the run. */

@@ -13,7 +13,10 @@ Two kinds of lowering:
   index's taps: source indices and weights, summed in double as the reference does).
 
 Indexed kernels have static shapes (a symbolic dim raises ShapeError: the planner then
-specializes the graph per shape), but for Gather and OneHot, whose sizes may be symbolic. An index outside [-n, n) stops the run with the
+specializes the graph per shape), but for Gather and OneHot, whose sizes may be symbolic.
+Over symbolic dims, a constant Pad is a fill and a strided copy, and a Pad in another mode
+(and Resize) a call of a C function computing its indices when it runs, so one build
+serves every size (and sizes known only at run time need no callback). An index outside [-n, n) stops the run with the
 kernel's `error`, naming the axis and its size, as the interpreter does.
 
 >>> import numpy as np, mdsl
@@ -72,6 +75,8 @@ def lower_indexing(ctx: Context, node: Node, indexed: bool) -> list:
         return _AFFINE[op](ctx, node)
     if op == "Pad" and _symbolic_constant_pad(node):
         return _fill_and_copy(ctx, node)
+    if op == "Pad" and _symbolic_border_pad(ctx, node):
+        return [_border_pad_call(ctx, node)]
     if op in INDEXED_OPS and indexed:
         for t in (*node.inputs, *node.outputs):
             if t is not None and op not in SYMBOLIC_OPS:
@@ -150,6 +155,32 @@ def _symbolic_constant_pad(node: Node) -> bool:
     symbolic = any(isinstance(d, Dim) for d in (*x.shape, *out.shape, *node.attrs["pads"]))
     pads_ok = all(isinstance(p, Dim) or p >= 0 for p in node.attrs["pads"])
     return symbolic and pads_ok and node.attrs["mode"] == "constant"
+
+
+def _symbolic_border_pad(ctx: Context, node: Node) -> bool:
+    """A Pad in mode edge, reflect or wrap over symbolic dims (its pads are static then),
+    on a C target: a C function mapping indices when it runs."""
+    x, out = node.inputs[0], node.outputs[0]
+    symbolic = any(isinstance(d, Dim) for d in (*x.shape, *out.shape))
+    return symbolic and ctx.c_target and node.attrs["mode"] != "constant" and len(x.shape) > 0
+
+
+def _border_pad_call(ctx: Context, node: Node) -> kir.CustomCall:
+    """Pad as a call of `runtime_sizes_pad` (its attrs: see mdsl/ops/runtime_sizes.c)."""
+    from mdsl.codegen.lower_custom import lower_source_call
+    from mdsl.ops.padding import PAD_MODES
+    from mdsl.ops.runtime_sizes import C_SOURCE
+
+    rank = len(node.inputs[0].shape)
+    axes = node.attrs["axes"]
+    axes = range(rank) if axes is None else [a % rank for a in axes]
+    pads = node.attrs["pads"]
+    widths = dict.fromkeys(range(rank), (0, 0))
+    widths.update(zip(axes, zip(pads[: len(pads) // 2], pads[len(pads) // 2 :])))
+    attrs = [PAD_MODES.index(node.attrs["mode"])]
+    for a in range(rank):
+        attrs += widths[a]
+    return lower_source_call(ctx, node, C_SOURCE, "runtime_sizes_pad", tuple(map(float, attrs)))
 
 
 def _fill_and_copy(ctx: Context, node: Node) -> list[kir.Pointwise]:

@@ -254,3 +254,55 @@ int runtime_sizes_dynamic_slice_axes(const mdsl_tensor *inputs, int n_inputs,
     for (int a = 0; a < x->ndim; a++) reported[a] = status < 0 ? -1 : size[a];
     return 0;
 }
+
+/* Pad in mode edge, reflect or wrap over sizes known only at run time (the "c" form of a
+ * Pad whose input has symbolic dims: mdsl.codegen.lower_indexing). attrs[0] is the mode
+ * (1 reflect, 2 edge, 3 wrap: its index in mdsl.ops.padding.PAD_MODES), then each axis'
+ * begin and end pads (static; negative ones crop first, as the reference does). Output
+ * index o of an axis reads input index lo + pad_source(o - begin, kept), as numpy.pad
+ * (ONNX's reference). An empty axis padded to a non-empty one has nothing to read: 1. */
+static int64_t pad_source(int64_t i, int64_t n, int mode) {
+    if (i >= 0 && i < n) return i;
+    if (mode == 2) return i < 0 ? 0 : n - 1;
+    if (mode == 3) return (i % n + n) % n;
+    const int64_t period = 2 * (n - 1); /* reflect: ... 2 1 | 0 1 2 ... n-1 | n-2 ... */
+    if (period == 0) return 0;
+    const int64_t r = (i % period + period) % period;
+    return r < n ? r : period - r;
+}
+
+int runtime_sizes_pad(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs,
+                      int n_outputs, const double *attrs, int n_attrs) {
+    if (n_inputs != 1 || n_outputs != 1) return 2;
+    const mdsl_tensor *x = &inputs[0], *y = &outputs[0];
+    const int rank = x->ndim, mode = (int)attrs[0];
+    if (rank < 1 || rank > CROP_MAX_RANK || n_attrs != 1 + 2 * rank || y->ndim != rank) return 2;
+    int64_t lo[CROP_MAX_RANK], begin[CROP_MAX_RANK], kept[CROP_MAX_RANK];
+    int64_t stride[CROP_MAX_RANK + 1], rows = 1;
+    for (int a = 0; a < rank; a++) {
+        const int64_t b = (int64_t)attrs[1 + 2 * a], e = (int64_t)attrs[2 + 2 * a];
+        lo[a] = b < 0 ? -b : 0;
+        begin[a] = b > 0 ? b : 0;
+        kept[a] = x->shape[a] - lo[a] - (e < 0 ? -e : 0);
+        if (kept[a] <= 0 && y->shape[a] > 0) return 1;
+    }
+    stride[rank] = 1;
+    for (int a = rank - 1; a >= 0; a--) stride[a] = stride[a + 1] * x->shape[a];
+    for (int a = 0; a < rank - 1; a++) rows *= y->shape[a];
+    const int64_t bytes = crop_element_bytes(x->dtype), last = rank - 1, count = y->shape[last];
+    char *to = (char *)y->data;
+    const char *in = (const char *)x->data;
+    for (int64_t r = 0; r < rows && count > 0; r++) { /* output row r over the leading axes */
+        int64_t rest = r, from = 0;
+        for (int a = rank - 2; a >= 0; a--) {
+            const int64_t o = rest % y->shape[a];
+            from += (lo[a] + pad_source(o - begin[a], kept[a], mode)) * stride[a + 1];
+            rest /= y->shape[a];
+        }
+        for (int64_t o = 0; o < count; o++, to += bytes) {
+            const int64_t i = lo[last] + pad_source(o - begin[last], kept[last], mode);
+            memcpy(to, in + (from + i) * bytes, (size_t)bytes);
+        }
+    }
+    return 0;
+}

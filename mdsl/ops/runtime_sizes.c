@@ -10,16 +10,6 @@
 
 #define CROP_MAX_RANK 32
 
-static int64_t crop_element_bytes(int32_t dtype) {
-    switch (dtype) {
-    case MDSL_DTYPE_INT16: case MDSL_DTYPE_UINT16: case MDSL_DTYPE_FLOAT16:
-    case MDSL_DTYPE_BFLOAT16: return 2;
-    case MDSL_DTYPE_INT32: case MDSL_DTYPE_UINT32: case MDSL_DTYPE_FLOAT32: return 4;
-    case MDSL_DTYPE_INT64: case MDSL_DTYPE_UINT64: case MDSL_DTYPE_FLOAT64: return 8;
-    default: return 1; /* bool, int8, uint8 */
-    }
-}
-
 static int64_t crop_value(const mdsl_tensor *crops, int64_t at) {
     return crops->dtype == MDSL_DTYPE_INT64 ? ((const int64_t *)crops->data)[at]
                                             : ((const int32_t *)crops->data)[at];
@@ -44,10 +34,10 @@ int runtime_sizes_dynamic_crop(const mdsl_tensor *inputs, int n_inputs, mdsl_ten
         valid &= ok;
     }
     if (!valid || rank == 0) {
-        if (valid) memcpy(outputs[0].data, x->data, (size_t)crop_element_bytes(x->dtype));
+        if (valid) memcpy(outputs[0].data, x->data, (size_t)mdsl_dtype_bytes(x->dtype));
         return 0;
     }
-    const int64_t bytes = crop_element_bytes(x->dtype);
+    const int64_t bytes = mdsl_dtype_bytes(x->dtype);
     stride[rank] = 1;
     for (int a = rank - 1; a >= 0; a--) stride[a] = stride[a + 1] * x->shape[a];
     int64_t rows = 1;
@@ -99,7 +89,7 @@ int runtime_sizes_dynamic_reshape(const mdsl_tensor *inputs, int n_inputs,
         size[0] = -1;
         return 0;
     }
-    memcpy(outputs[0].data, x->data, (size_t)(x->size * crop_element_bytes(x->dtype)));
+    memcpy(outputs[0].data, x->data, (size_t)(x->size * mdsl_dtype_bytes(x->dtype)));
     return 0;
 }
 
@@ -129,7 +119,7 @@ static int64_t slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step,
 static void slice_copy(const mdsl_tensor *x, const int64_t *first, const int64_t *step,
                        const int64_t *size, void *out) {
     const int rank = x->ndim;
-    const int64_t bytes = crop_element_bytes(x->dtype);
+    const int64_t bytes = mdsl_dtype_bytes(x->dtype);
     int64_t stride[CROP_MAX_RANK + 1], rows = 1;
     stride[rank] = 1;
     for (int a = rank - 1; a >= 0; a--) stride[a] = stride[a + 1] * x->shape[a];
@@ -186,7 +176,7 @@ static int slice_run(const mdsl_tensor *x, const slice_args *s, int64_t count,
                              &first[a]);
         if (known != NULL && known[k] >= 0 && known[k] != size[a]) return 1;
     }
-    if (rank == 0) memcpy(out, x->data, (size_t)crop_element_bytes(x->dtype));
+    if (rank == 0) memcpy(out, x->data, (size_t)mdsl_dtype_bytes(x->dtype));
     else slice_copy(x, first, step, size, out);
     return 0;
 }
@@ -289,7 +279,7 @@ int runtime_sizes_pad(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outp
     stride[rank] = 1;
     for (int a = rank - 1; a >= 0; a--) stride[a] = stride[a + 1] * x->shape[a];
     for (int a = 0; a < rank - 1; a++) rows *= y->shape[a];
-    const int64_t bytes = crop_element_bytes(x->dtype), last = rank - 1, count = y->shape[last];
+    const int64_t bytes = mdsl_dtype_bytes(x->dtype), last = rank - 1, count = y->shape[last];
     char *to = (char *)y->data;
     const char *in = (const char *)x->data;
     for (int64_t r = 0; r < rows && count > 0; r++) { /* output row r over the leading axes */

@@ -10,16 +10,7 @@ import pytest
 
 import mdsl
 from mdsl import ops
-
-
-def _assert_native_and_equal(g: mdsl.Graph, feeds_list: list[dict]) -> None:
-    exe = mdsl.compile(g, backend="c")
-    assert exe.plan.fallbacks == [] and exe.plan.callbacks == []
-    for feeds in feeds_list:
-        got, want = exe(**feeds), mdsl.interpret(g, feeds)
-        for name in want:
-            assert got[name].shape == want[name].shape, (name, feeds)
-            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+from tests.ops.native_checks import assert_native_and_equal
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool", "int8"])
@@ -33,7 +24,7 @@ def test_nonzero_equals_the_interpreter(dtype):
     feeds.append({"x": np.zeros((2, 3), dtype)})  # nothing nonzero
     if dtype.startswith("float"):
         feeds.append({"x": np.array([[-0.0, np.nan, 0.0], [np.inf, 0.0, -1.0]], dtype)})
-    _assert_native_and_equal(g, feeds)
+    assert_native_and_equal(g, feeds)
 
 
 def test_nonzero_of_a_scalar_and_a_vector():
@@ -44,7 +35,7 @@ def test_nonzero_of_a_scalar_and_a_vector():
         {"s": np.float32(3.0), "v": np.array([0, 5, 0, 7], np.int32)},
         {"s": np.float32(0.0), "v": np.zeros(0, np.int32)},
     ]
-    _assert_native_and_equal(g, feeds)
+    assert_native_and_equal(g, feeds)
 
 
 def _nms_graph(center_point_box=0, score_threshold=0.3, limit=3, iou=0.5):
@@ -81,13 +72,13 @@ def test_nms_equals_the_interpreter(center_point_box, score_threshold):
     same = {"boxes": np.tile([[[0.1, 0.1, 0.5, 0.5]]], (1, 5, 1)).astype(np.float32)}
     same["scores"] = rng.uniform(0, 1, (1, 2, 5)).astype(np.float32)  # one box, repeated
     feeds.append(same)
-    _assert_native_and_equal(g, feeds)
+    assert_native_and_equal(g, feeds)
 
 
 def test_nms_with_flipped_corners_no_limit_and_an_iou_at_the_threshold():
     g = _nms_graph(score_threshold=None, limit=0, iou=0.5)
-    _assert_native_and_equal(g, [_nms_feeds(np.random.default_rng(2), 1, 4)])  # keeps none
+    assert_native_and_equal(g, [_nms_feeds(np.random.default_rng(2), 1, 4)])  # keeps none
     g = _nms_graph(score_threshold=None, limit=10, iou=0.5)
     boxes = np.array([[[1, 1, 0, 0], [0, 0, 1, 0.5], [0, 0.5, 1, 1], [0, 0, 1, 2 / 3]]], np.float32)
     scores = np.array([[[0.9, 0.8, 0.7, 0.6], [0.1, 0.2, 0.3, 0.4]]], np.float32)
-    _assert_native_and_equal(g, [{"boxes": boxes, "scores": scores}])
+    assert_native_and_equal(g, [{"boxes": boxes, "scores": scores}])

@@ -10,6 +10,9 @@ import pytest
 
 import mdsl
 from mdsl import ops
+from tests.ops.native_checks import assert_native_and_equal
+
+SUM_RTOL = {"total": 1e-5}  # a float sum: the kernel's summation order
 
 UNIQUE_OUTPUTS = ("y", "first", "inverse", "counts")
 
@@ -25,19 +28,6 @@ def _unique_graph(shape, dtype, total=True, **attrs) -> mdsl.Graph:
     return g
 
 
-def _assert_native_and_equal(g: mdsl.Graph, feeds_list: list[dict]) -> None:
-    exe = mdsl.compile(g, backend="c")
-    assert exe.plan.fallbacks == [] and exe.plan.callbacks == []
-    for feeds in feeds_list:
-        got, want = exe(**feeds), mdsl.interpret(g, feeds)
-        for name in want:
-            assert got[name].shape == want[name].shape, (name, feeds)
-            if name == "total":  # a float sum: the kernel's summation order
-                np.testing.assert_allclose(got[name], want[name], rtol=1e-5, err_msg=name)
-            else:
-                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-
-
 UNIQUE_FLAT = [
     np.array([2, 1, 1, 3, 4, 3], np.float32),
     np.array([5.0], np.float32),
@@ -50,7 +40,7 @@ UNIQUE_FLAT = [
 @pytest.mark.parametrize("sorted_", [True, False])
 def test_unique_of_a_flattened_input_equals_the_interpreter(sorted_):
     g = _unique_graph(("N",), "float32", sorted=sorted_)
-    _assert_native_and_equal(g, [{"x": x} for x in UNIQUE_FLAT])
+    assert_native_and_equal(g, [{"x": x} for x in UNIQUE_FLAT], rtol=SUM_RTOL)
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, 2])
@@ -60,14 +50,14 @@ def test_unique_along_an_axis_equals_the_interpreter(axis, sorted_):
     x = rng.integers(0, 2, (4, 3, 2)).astype(np.int64)
     x[2] = x[0]  # repeated slices along axis 0
     g = _unique_graph((4, 3, 2), "int64", axis=axis, sorted=sorted_)
-    _assert_native_and_equal(g, [{"x": x}, {"x": np.zeros_like(x)}])
+    assert_native_and_equal(g, [{"x": x}, {"x": np.zeros_like(x)}], rtol=SUM_RTOL)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "float64", "bool"])
 def test_unique_compares_each_dtype_by_its_values(dtype):
     x = np.array([3, -1, 0, 3, 100, -1, 0, 2], np.int64).astype(dtype)
     g = _unique_graph((8,), dtype)
-    _assert_native_and_equal(g, [{"x": x}])
+    assert_native_and_equal(g, [{"x": x}], rtol=SUM_RTOL)
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -2])
@@ -87,7 +77,7 @@ def test_compress_equals_the_interpreter(axis):
         {"x": np.ones((5, 3), np.float32), "c": np.ones(length, bool)},  # everything kept
         {"x": np.ones((0, 3), np.float32), "c": np.zeros(0, bool)},  # empty input
     ]
-    _assert_native_and_equal(g, feeds)
+    assert_native_and_equal(g, feeds, rtol=SUM_RTOL)
 
 
 def test_a_compress_condition_longer_than_the_axis_is_an_execution_error():
@@ -111,4 +101,4 @@ def test_unique_of_many_elements_sorts_every_key_byte(dtype, sorted_):
         x = rng.integers(0, 256, 3000).astype(dtype)
     x[::5] = x[1]  # many repeats of one value
     g = _unique_graph(("N",), dtype, total=False, sorted=sorted_)
-    _assert_native_and_equal(g, [{"x": x}, {"x": x[:1]}])
+    assert_native_and_equal(g, [{"x": x}, {"x": x[:1]}], rtol=SUM_RTOL)

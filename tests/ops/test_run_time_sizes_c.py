@@ -11,16 +11,7 @@ import pytest
 
 import mdsl
 from mdsl.ops.runtime_sizes import dynamic_crop, dynamic_reshape, value_dims
-
-
-def _assert_native_and_equal(g, feeds_list, backend="c"):
-    exe = mdsl.compile(g, backend=backend)
-    assert exe.plan.fallbacks == [] and exe.plan.callbacks == []
-    for feeds in feeds_list:
-        got, want = exe(**feeds), mdsl.interpret(g, feeds)
-        for name in want:
-            assert got[name].shape == want[name].shape, (name, feeds)
-            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+from tests.ops.native_checks import assert_native_and_equal
 
 
 @pytest.mark.parametrize("backend", ["c", "numba"])
@@ -31,7 +22,7 @@ def test_a_pad_by_value_dims_is_a_fill_and_a_copy(backend):
         g.output(mdsl.ops.pad(x, [b0, b1, e0, e1], constant_value=-7.0), "y")
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
     pads = [(0, 0, 0, 0), (1, 2, 0, 3), (0, 0, 4, 0), (3, 1, 2, 5)]
-    _assert_native_and_equal(g, [{"x": x, "p": np.array(p, np.int64)} for p in pads], backend)
+    assert_native_and_equal(g, [{"x": x, "p": np.array(p, np.int64)} for p in pads], backend)
 
 
 def test_a_pad_of_symbolic_dims_on_some_axes_is_generated_once_for_every_size():
@@ -41,7 +32,7 @@ def test_a_pad_of_symbolic_dims_on_some_axes_is_generated_once_for_every_size():
     rng = np.random.default_rng(0)
     feeds = [{"x": rng.standard_normal((n, m, 2)).astype(np.float32)} for n, m in [(1, 1), (3, 5)]]
     feeds.append({"x": np.zeros((0, 4, 2), np.float32)})  # an empty input
-    _assert_native_and_equal(g, feeds)
+    assert_native_and_equal(g, feeds)
     exe = mdsl.compile(g, backend="c")
     for f in feeds:
         exe(**f)
@@ -55,7 +46,7 @@ def test_dynamic_crop_on_c_equals_the_interpreter(dtype):
         g.output(y, "y")
     x = np.arange(5 * 4 * 3).reshape(5, 4, 3).astype(dtype)
     crops = [(0,) * 6, (1, 2, 0, 3, 1, 2), (0, 0, 0, 0, 0, 3), (5, 0, 0, 0, 0, 0)]
-    _assert_native_and_equal(g, [{"x": x, "c": np.array(c, np.int64)} for c in crops])
+    assert_native_and_equal(g, [{"x": x, "c": np.array(c, np.int64)} for c in crops])
 
 
 @pytest.mark.parametrize("crops", [(0, 3, 0, 0, 2, 0), (-1, 0, 0, 0, 0, 0), (0, 0, 0, 6, 0, 0)])
@@ -82,10 +73,10 @@ def test_dynamic_reshape_on_c_follows_onnx_zero_and_minus_one():
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     shapes = [(2, 3, 4), (0, -1, 2), (-1, 1, 3), (4, 6, 1), (0, 0, 1)]
     feeds = [{"x": x, "s": np.array(s, np.int64)} for s in shapes]
-    _assert_native_and_equal(_reshape_graph(), feeds)
+    assert_native_and_equal(_reshape_graph(), feeds)
     # an empty x reshapes to zero sizes only (each dim is at most numel(x))
     empty = {"x": np.zeros((0, 6), np.float32), "s": np.array([0, 0, 0], np.int64)}
-    _assert_native_and_equal(_reshape_graph(allowzero=True), [empty, feeds[0]])
+    assert_native_and_equal(_reshape_graph(allowzero=True), [empty, feeds[0]])
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def fold_batch_into_rows(g: kir.Gemm) -> kir.Gemm:
     rows = (*g.batch_shape, g.m)
     a = _merged(rows, (*g.a.strides, g.lda))
     out = _merged(rows, (*g.out.strides, g.n))
-    if a != g.lda or out != g.n:
+    if a != _merged_lda(g, a) or out != g.n:
         return g
     epilogue = g.epilogue
     if epilogue is not None:
@@ -51,9 +51,19 @@ def fold_batch_into_rows(g: kir.Gemm) -> kir.Gemm:
         b=dataclasses.replace(g.b, strides=()),
         out=dataclasses.replace(g.out, strides=()),
         m=math.prod(rows),
+        lda=a,
         epilogue=epilogue,
         out_shape=(math.prod(rows), g.n),
     )
+
+
+def _merged_lda(g: kir.Gemm, merged: object) -> object:
+    """The row stride the folded left operand must have: its own `lda`, unless its rows
+    are one row (a transposed `[1, S, K]` read as `[S, 1, K]`, as nn.MultiheadAttention
+    exports it), whose stride is free: then the batch stride, if rows do not overlap."""
+    if g.m == 1 and isinstance(merged, int) and merged >= g.k:
+        return merged
+    return g.lda
 
 
 def _fold_epilogue(e: kir.Epilogue, rows: tuple) -> kir.Epilogue | None:

@@ -136,6 +136,22 @@ def test_a_symbolic_batch_of_rows_folds_and_runs_at_two_sizes():
     assert "bi0" not in _kernel_source(exe)  # no batch loop left
 
 
+def test_one_row_per_batch_read_through_a_transpose_folds_into_one_gemm():
+    # nn.MultiheadAttention's export: [1, S, K] transposed to [S, 1, K] @ W; the transpose is
+    # read in place, so A's row stride is S*K while its batch stride is K
+    w, bias = _rand(48, 40), _rand(40)
+    with mdsl.Graph("bmm_one_row_transposed") as g:
+        x = g.input("x", (1, 17, 48))
+        y = ops.matmul(ops.transpose(x, perm=(1, 0, 2)), g.const("w", w)) + g.const("e", bias)
+        g.output(y, "y")
+    exe = _compile(g)
+    x = _rand(1, 17, 48)
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-5, atol=1e-5
+    )
+    assert "bi0" not in _kernel_source(exe)  # one GEMM of 17 rows, no loop of 17 products
+
+
 # -- team size per call -----------------------------------------------------------------------------
 def test_calls_on_two_threads_choose_a_team_and_stay_exact():
     """Whatever team each call picks (its first calls try both), results are the same."""

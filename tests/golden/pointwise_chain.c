@@ -184,14 +184,17 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    many times as long as on one. So each call runs either on one thread or on up to
    mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice.
    The other is tried again after a number of calls that doubles each time it loses (up
-   to MDSL_TEAM_PROBE_MAX), or at once when the choice gets slower than the other's last
-   time, so a load that comes or goes is noticed; the choice changes after two winning
+   to MDSL_TEAM_PROBE_MAX calls, and at most MDSL_TEAM_PROBE_SECONDS apart: a load that
+   passed, such as another runtime's pool spinning after its own call, must not keep the
+   team off for thousands of long calls), or at once when the choice gets slower than the
+   other's last time, so a load that comes or goes is noticed; the choice changes after two winning
    probes in a row, and the whole team must be faster by MDSL_TEAM_MARGIN: under load its
    times have a long tail (a call waits whenever the scheduler holds a thread back) that
    one lucky call hides, while on an idle machine it wins by far more than the margin. */
 #define MDSL_TEAM_PROBE_MIN 8
 #define MDSL_TEAM_PROBE_MAX 256
 #define MDSL_TEAM_MARGIN 1.1
+#define MDSL_TEAM_PROBE_SECONDS 1.0
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -201,6 +204,7 @@ static int mdsl_team_max = 0;
 static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
 static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
 static int mdsl_team_choice = 1, mdsl_team_won = 0;
+static double mdsl_team_probed_at = 0.0;  /* when the last probe ended */
 
 /* The whole team: mdsl_set_threads's count, else OMP_NUM_THREADS, else every processor
    (not omp_get_max_threads: the calls of every mdsl library set that per thread). */
@@ -227,20 +231,24 @@ static void mdsl_team_full(void) {
 static int mdsl_team_begin(double *t0) {
     const int size = mdsl_team_size();
     int team = -1;
+    *t0 = 0.0;
     if (size > 1) {
         const int64_t call = mdsl_team_calls++;
+        *t0 = mdsl_clock();
+        const int due = call >= mdsl_team_next_probe ||
+                        *t0 - mdsl_team_probed_at > MDSL_TEAM_PROBE_SECONDS;
         if (call < 4) team = (int)(call & 1);  /* both once cold, once warm */
-        else team = call >= mdsl_team_next_probe ? !mdsl_team_choice : mdsl_team_choice;
+        else team = due ? !mdsl_team_choice : mdsl_team_choice;
     }
 #ifdef _OPENMP
     omp_set_num_threads(team == 1 ? size : 1);
 #endif
-    *t0 = team < 0 ? 0.0 : mdsl_clock();
     return team;
 }
 static void mdsl_team_end(int team, double t0) {
     if (team < 0) return;
-    const double seconds = (mdsl_clock() - t0) * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
+    const double now = mdsl_clock();
+    const double seconds = (now - t0) * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
     const int64_t calls = mdsl_team_calls;
     if (calls <= 4) {
         mdsl_team_seconds[team] = seconds;
@@ -254,6 +262,7 @@ static void mdsl_team_end(int team, double t0) {
         return;
     }
     /* a probe of the other team size: the choice changes when two probes in a row win */
+    mdsl_team_probed_at = now;
     mdsl_team_seconds[team] = seconds;
     if (seconds >= mdsl_team_seconds[!team]) {
         mdsl_team_won = 0;

@@ -39,6 +39,12 @@ def _conv(g, h, cout, k, name, relu=True):
     return ops.relu(y) if relu else y
 
 
+def _assert_equals_interpreter(exe, g, x):
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
+
+
 def _dense_blocks():
     """A stem (conv + ReLU, max pool), two DenseNet layers (BN + ReLU -> 1x1 conv + ReLU
     -> 3x3 conv, Concat), 13 + 7 channels, and a transition (BN + ReLU -> 1x1 conv). The
@@ -87,10 +93,7 @@ def test_an_element_wise_kernel_reads_the_blocked_stem(cout, threads):
     src = "\n".join(exe.sources.values())
     if cout == 32:
         assert re.search(r"oneDNN max pooling: nChw16c -> nChw16c", src)
-    x = _rand(2, 3, 23, 23)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 3, 23, 23))
 
 
 @needs_onednn
@@ -109,10 +112,7 @@ def test_caffe2_batchnorm_folds_into_the_conv_and_the_chain_stays_kept(threads):
     exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
     src = "\n".join(exe.sources.values())
     assert src.count("bias, relu fused") == 2 and len(re.findall(rf"-> {KEPT};", src)) == 1
-    x = _rand(2, 6, 10, 10)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 6, 10, 10))
 
 
 @needs_onednn
@@ -129,10 +129,7 @@ def test_a_tf_same_pad_folds_into_the_depthwise_conv_and_the_chain_stays_kept(th
     exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
     src = "\n".join(exe.sources.values())
     assert "Pad" not in src and len(re.findall(rf"x {KEPT}", src)) == 2
-    x = _rand(2, 24, 12, 12)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 24, 12, 12))
 
 
 @needs_onednn
@@ -153,10 +150,7 @@ def test_a_conv_reads_a_kept_tensor_of_another_layout_through_one_reorder(cout, 
     src = "\n".join(exe.sources.values())
     assert re.search(r"oneDNN max pooling: nChw16c -> nChw16c", src)
     assert src.count("x nChw16c") == 2
-    x = _rand(2, 3, 30, 30)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 3, 30, 30))
 
 
 @needs_onednn
@@ -183,10 +177,7 @@ def test_silu_is_a_swish_post_op_and_an_efficientnet_block_equals_the_interprete
     # the global pool reads the depthwise result in its layout (oneDNN's pooling), the
     # excitation (convs and Mul) runs in it, and the projection reads it
     assert re.search(rf"oneDNN avg pooling: {KEPT}", src) and src.count("x NCHW") == 1
-    x = _rand(2, 20, 11, 11)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 20, 11, 11))
 
 
 @needs_onednn
@@ -203,10 +194,7 @@ def test_a_concat_read_as_nchw_copies_its_kept_inputs_from_their_layout(threads)
     exe = mdsl.compile(g, "c", threads=threads)
     src = "\n".join(exe.sources.values())
     assert len(re.findall(rf"-> {KEPT}", src)) == 7 and "-> NCHW" not in src  # 5 convs, 2 pools
-    x = _rand(2, 5, 9, 9)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 5, 9, 9))
 
 
 @needs_onednn
@@ -221,7 +209,4 @@ def test_a_global_average_pool_of_a_kept_tensor_runs_on_onednn(cout, threads):
     exe = mdsl.compile(g, "c", threads=threads)
     src = "\n".join(exe.sources.values())
     assert ("oneDNN avg pooling: nChw16c" in src) == (cout == 32)
-    x = _rand(2, 3, 21, 21)
-    np.testing.assert_allclose(
-        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
-    )
+    _assert_equals_interpreter(exe, g, _rand(2, 3, 21, 21))

@@ -122,18 +122,17 @@ class CVariant:
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
-        outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
         self._shapes = (
             PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
         )
         self._input_names = tuple(self.plan.inputs)
-        self._output_names = tuple(self.plan.outputs)
+        self._output_count = len(self.plan.outputs)
         if self._shapes is None:
-            self._output_specs = [_static_output(t) for t in outputs]
+            outputs = self.plan.graph.outputs
+            self._output_specs = [_static_output(n, outputs[n]) for n in self.plan.outputs]
             self._arena_size = self.plan.memory.arena_bytes + ALIGN
             self._mdsl_run = self.lib.mdsl_run
         else:
-            self._output_specs = [(None, t.dtype.np, True) for t in outputs]
             self._arena_size = ALIGN
             self._mdsl_run = self.lib.mdsl_run_dims
 
@@ -221,16 +220,16 @@ class CVariant:
                 a = np.ascontiguousarray(a)
                 copies.append(a)
             in_ptrs[i] = _ptr(a)
-        outputs = []
-        for i, (shape, dtype, from_pool) in enumerate(self._output_specs):
+        outputs = {}
+        for i, (name, shape, dtype, from_pool) in enumerate(self._output_specs):
             a = self._output_pool().array(i, shape, dtype) if from_pool else np.empty(shape, dtype)
             out_ptrs[i] = _ptr(a)
-            outputs.append(a)
+            outputs[name] = a
         local.error = None
         status = entry(in_ptrs, out_ptrs, self._const_ptrs, arena, self._callback, *extra)
         if status != 0 or local.error is not None:
             self._raise(status)
-        return dict(zip(self._output_names, outputs))
+        return outputs
 
     def _call_with_dims(self, entry, env: dict[str, np.ndarray], *extra):
         """A run of a `mdsl_run_dims` unit: the signature's layout, the symbols' values."""
@@ -285,7 +284,7 @@ class CVariant:
         """Pointer tables and an arena owned by the calling thread (calls run concurrently);
         thread-local, so they are freed with their thread."""
         in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
-        out_ptrs = _FFI.new("void *[]", max(1, len(self._output_specs)))
+        out_ptrs = _FFI.new("void *[]", max(1, self._output_count))
         raw = np.empty(arena_size or self._arena_size, np.uint8)
         arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
         state = self._local.state = (in_ptrs, out_ptrs, arena)
@@ -359,10 +358,10 @@ def _run_failure(plan: Plan, status: int) -> ExecutionError:
     )
 
 
-def _static_output(t) -> tuple[tuple[int, ...], np.dtype, bool]:
-    """An output's (shape, dtype, whether its memory comes from the OutputPool)."""
+def _static_output(name: str, t) -> tuple[str, tuple[int, ...], np.dtype, bool]:
+    """A static output's name, shape, dtype and whether its memory comes from the pool."""
     shape = tuple(int(d) for d in t.shape)
-    return shape, t.dtype.np, pooled(shape, t.dtype.np)
+    return name, shape, t.dtype.np, pooled(shape, t.dtype.np)
 
 
 def _ptr(array: np.ndarray):

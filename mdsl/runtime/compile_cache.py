@@ -272,8 +272,6 @@ def _machine() -> dict:
 
     from mdsl.codegen import onednn
 
-    dnnl = onednn.library_path() if onednn.available() else None  # `onednn.disabled()` too
-    stat = dnnl.stat() if dnnl is not None else None
     return {
         "platform": [platform.system(), platform.machine(), sys.version],
         "cpu": _cpu(),
@@ -281,7 +279,7 @@ def _machine() -> dict:
         "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
         "cffi": cffi.__version__,
-        "onednn": None if stat is None else [str(dnnl), stat.st_size, stat.st_mtime_ns],
+        "onednn": onednn.identity(),  # `onednn.disabled()` too
         "variables": {
             k: v
             for k, v in os.environ.items()

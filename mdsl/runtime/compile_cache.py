@@ -268,7 +268,7 @@ def _cpu() -> str:
 
 
 def _machine() -> dict:
-    import cffi
+    import _cffi_backend  # the C part of cffi, what loads and calls the libraries
 
     from mdsl.codegen import onednn
 
@@ -278,7 +278,7 @@ def _machine() -> dict:
         "cpus": os.cpu_count(),
         "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
-        "cffi": cffi.__version__,
+        "cffi": _cffi_backend.__version__,
         "onednn": onednn.identity(),  # `onednn.disabled()` too
         "variables": {
             k: v

@@ -10,7 +10,6 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import cffi
 import numpy as np
 
 from mdsl.codegen import onednn
@@ -23,6 +22,7 @@ from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
+from mdsl.targets.c._abi_ffi import ffi as _FFI  # the entry points (mdsl.targets.c.abi)
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.output_pool import OutputPool
@@ -32,23 +32,6 @@ from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import CapacityExceeded, PlanShapes, storage_shape
 
-_FFI = cffi.FFI()
-_FFI.cdef(
-    """
-    typedef int (*mdsl_callback_t)(int index, void **buffers);
-    int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
-                 char *arena, mdsl_callback_t callback);
-    int mdsl_run_profile(void *const *inputs, void *const *outputs, const void *const *consts,
-                         char *arena, mdsl_callback_t callback, double *timings);
-    int mdsl_run_dims(void *const *inputs, void *const *outputs, const void *const *consts,
-                      char *arena, mdsl_callback_t callback, int64_t *dims,
-                      const int64_t *offsets);
-    int mdsl_run_dims_profile(void *const *inputs, void *const *outputs,
-                              const void *const *consts, char *arena, mdsl_callback_t callback,
-                              int64_t *dims, const int64_t *offsets, double *timings);
-    void mdsl_set_threads(int n);
-    """
-)
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
 _LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to

@@ -6,6 +6,8 @@ back into their Python binding through one cffi callback, so every graph runs co
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,11 +45,36 @@ def _load_library(path: Path):
         lib = _LIBRARIES.get(str(path))
         if lib is None:
             try:
-                lib = _FFI.dlopen(str(path))
+                with _blas_without_threads(first=not _LIBRARIES):
+                    lib = _FFI.dlopen(str(path))
             except OSError as e:
                 raise CompileError(f"cannot load the library {path}: {e}") from None
             _LIBRARIES[str(path)] = lib
         return lib
+
+
+@contextlib.contextmanager
+def _blas_without_threads(first: bool):
+    """The first library loaded brings OpenBLAS (scipy-openblas32), which starts a thread
+    per processor as it loads, each spinning about 0.1 s of CPU waiting for work that
+    never comes: the generated code runs its own threads and sets BLAS to one
+    (`mdsl_init_once`). So that first load sees OPENBLAS_NUM_THREADS=1, which OpenBLAS
+    reads only then; the variable is restored right after."""
+    if not first:
+        yield
+        return
+    previous = os.environ.get(_BLAS_THREADS)
+    os.environ[_BLAS_THREADS] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_BLAS_THREADS]
+        else:
+            os.environ[_BLAS_THREADS] = previous
+
+
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 _log = get_logger(__name__)

@@ -6,11 +6,12 @@ back into their Python binding through one cffi callback, so every graph runs co
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import cffi
 import numpy as np
 
 from mdsl.codegen import onednn
@@ -23,6 +24,7 @@ from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
+from mdsl.targets.c._abi_ffi import ffi as _FFI  # the entry points (mdsl.targets.c.abi)
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
 from mdsl.targets.output_pool import OutputPool, pooled
@@ -32,23 +34,6 @@ from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import CapacityExceeded, PlanShapes, storage_shape
 
-_FFI = cffi.FFI()
-_FFI.cdef(
-    """
-    typedef int (*mdsl_callback_t)(int index, void **buffers);
-    int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
-                 char *arena, mdsl_callback_t callback);
-    int mdsl_run_profile(void *const *inputs, void *const *outputs, const void *const *consts,
-                         char *arena, mdsl_callback_t callback, double *timings);
-    int mdsl_run_dims(void *const *inputs, void *const *outputs, const void *const *consts,
-                      char *arena, mdsl_callback_t callback, int64_t *dims,
-                      const int64_t *offsets);
-    int mdsl_run_dims_profile(void *const *inputs, void *const *outputs,
-                              const void *const *consts, char *arena, mdsl_callback_t callback,
-                              int64_t *dims, const int64_t *offsets, double *timings);
-    void mdsl_set_threads(int n);
-    """
-)
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
 _LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to
@@ -60,11 +45,36 @@ def _load_library(path: Path):
         lib = _LIBRARIES.get(str(path))
         if lib is None:
             try:
-                lib = _FFI.dlopen(str(path))
+                with _blas_without_threads(first=not _LIBRARIES):
+                    lib = _FFI.dlopen(str(path))
             except OSError as e:
                 raise CompileError(f"cannot load the library {path}: {e}") from None
             _LIBRARIES[str(path)] = lib
         return lib
+
+
+@contextlib.contextmanager
+def _blas_without_threads(first: bool):
+    """The first library loaded brings OpenBLAS (scipy-openblas32), which starts a thread
+    per processor as it loads, each spinning about 0.1 s of CPU waiting for work that
+    never comes: the generated code runs its own threads and sets BLAS to one
+    (`mdsl_init_once`). So that first load sees OPENBLAS_NUM_THREADS=1, which OpenBLAS
+    reads only then; the variable is restored right after."""
+    if not first:
+        yield
+        return
+    previous = os.environ.get(_BLAS_THREADS)
+    os.environ[_BLAS_THREADS] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_BLAS_THREADS]
+        else:
+            os.environ[_BLAS_THREADS] = previous
+
+
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 _log = get_logger(__name__)

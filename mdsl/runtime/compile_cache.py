@@ -268,20 +268,18 @@ def _cpu() -> str:
 
 
 def _machine() -> dict:
-    import cffi
+    import _cffi_backend  # the C part of cffi, what loads and calls the libraries
 
     from mdsl.codegen import onednn
 
-    dnnl = onednn.library_path() if onednn.available() else None  # `onednn.disabled()` too
-    stat = dnnl.stat() if dnnl is not None else None
     return {
         "platform": [platform.system(), platform.machine(), sys.version],
         "cpu": _cpu(),
         "cpus": os.cpu_count(),
         "team": onednn.plan_threads(),  # oneDNN blocks some weights by the team size
         "numpy": np.__version__,
-        "cffi": cffi.__version__,
-        "onednn": None if stat is None else [str(dnnl), stat.st_size, stat.st_mtime_ns],
+        "cffi": _cffi_backend.__version__,
+        "onednn": onednn.identity(),  # `onednn.disabled()` too
         "variables": {
             k: v
             for k, v in os.environ.items()

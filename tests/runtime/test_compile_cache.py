@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -371,3 +372,21 @@ def test_an_entry_is_written_whole_when_the_process_ends_right_after_compiling(m
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
     assert "compile cache: miss" in runs[0].stderr and "not stored" not in runs[0].stderr
     assert "compile cache: hit" in runs[1].stderr, runs[1].stderr[-2000:]
+
+
+def test_the_key_sees_onednn_turned_off_or_moved_without_loading_it(monkeypatch, tmp_path):
+    """`onednn.identity()`: None when turned off, else the candidate files' stats (the
+    key reads them instead of loading oneDNN, 10-15 ms)."""
+    from mdsl.codegen import onednn
+
+    with onednn.disabled():
+        assert onednn.identity() is None
+    monkeypatch.setenv("MDSL_ONEDNN", "0")
+    assert onednn.identity() is None
+    monkeypatch.delenv("MDSL_ONEDNN")
+    found = onednn.identity()
+    if onednn.library_path() is not None:
+        assert onednn.library_path() in [Path(f[0]).resolve() for f in found]
+    (tmp_path / onednn.SONAME).write_bytes(b"not a library")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    assert str(tmp_path / onednn.SONAME) in [f[0] for f in onednn.identity()]

@@ -245,19 +245,25 @@ def _interleaved(fns: dict, rounds: int, budget_s: float) -> dict[str, list[floa
 def _blocks(fns: dict, budget_s: float, blocks: int = 6) -> dict[str, list[float]]:
     """Per-block median call time of every fn, the fns taking turns in blocks of calls
     (the first two calls of a block untimed). For more than one thread: ORT's pool keeps
-    spinning for a long time after a run and took a core from every mdsl call that
-    followed, a state a user running one runtime never sees; in blocks each runtime runs
-    as it would alone, and alternating blocks still share the machine's load."""
+    spinning for a while after a run (about 50 ms of its worker's CPU time at 2 threads)
+    and took a core from every mdsl call that followed, a state a user running one runtime
+    never sees; in blocks, each after `COOLDOWN_S` of sleep so the last block's pool has
+    gone to sleep, each runtime runs as it would alone, and alternating blocks still share
+    the machine's load."""
     for fn in fns.values():
         fn()
-    once = max(_time(fn, 1) for fn in fns.values())
+    once = max(min(_time(fn, 1) for _ in range(3)) for fn in fns.values())
     calls = max(5, int(budget_s / (blocks * len(fns) * once)))
     times = {k: [] for k in fns}
     for _ in range(blocks):
         for key, fn in fns.items():
+            time.sleep(COOLDOWN_S)
             fn(), fn()
             times[key].append(statistics.median(_time(fn, 1) for _ in range(calls)))
     return times
+
+
+COOLDOWN_S = 0.2
 
 
 CLOCK = [time.perf_counter]

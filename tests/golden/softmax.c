@@ -195,11 +195,13 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      such as another runtime's pool spinning after its own calls, is gone by then); the
      gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
      probe is due at least every MDSL_TEAM_PROBE_SECONDS;
-   - but probes may cost at most MDSL_TEAM_PROBE_SHARE of the time: a probe's cost (what
-     its calls took beyond the choice's time) is paid from a credit that grows by that
-     share of the time passing, up to MDSL_TEAM_CREDIT_CALLS of the choice's calls, and no
-     probe starts while it is negative (under load one whole-team call can cost as much
-     as a hundred calls on one thread);
+   - but probes of the whole team may cost at most MDSL_TEAM_PROBE_SHARE of the time: a
+     probe's cost (what its calls took beyond the choice's time) is paid from a credit
+     that grows by that share of the time passing, up to MDSL_TEAM_CREDIT_CALLS of the
+     choice's calls, and no such probe starts while it is negative (under load one
+     whole-team call can cost as much as a hundred calls on one thread). Probes of one
+     thread are not held back: a call on one thread costs what the load makes it cost,
+     and a slow one must not keep calls on a whole team the load has made slower;
    - before a probe of the whole team, the machine's run queue (/proc/loadavg) is asked
      whether there is a processor free for each further thread; if not, the probe counts
      as lost at no cost. A hint only: after MDSL_TEAM_HINT_SKIPS such skips in a row the
@@ -232,7 +234,7 @@ typedef struct {
     double recent[MDSL_TEAM_WINDOW];   /* the choice's last calls (a ring) */
     int recent_count, recent_next;
     double last;                       /* the choice's last call */
-    double other;                      /* the other team size's time at its last probe */
+    double other;                      /* the other team size's best time at its last probe */
     double first[2];                   /* the first calls' warm times, by team size */
     int64_t calls, next_probe;
     int losses, skips;                 /* probes lost in a row; of them, skipped by the hint */
@@ -266,7 +268,7 @@ static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
     if (p->calls < 4) return (int)(p->calls & 1);  /* both once cold, once warm */
     if (p->probe_calls > 0) return !p->choice;
     const int due = p->calls >= p->next_probe || now - p->probed_at >= MDSL_TEAM_PROBE_SECONDS;
-    return due && p->credit >= 0.0 ? !p->choice : p->choice;
+    return due && (p->choice == 1 || p->credit >= 0.0) ? !p->choice : p->choice;
 }
 /* Whether the call mdsl_team_pick chose starts a probe of the whole team that the run
    queue hint may skip. */
@@ -298,8 +300,10 @@ static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, doub
         p->other = mine;
         p->losses = 0;
         p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
-    } else {
-        p->other = p->probe_times[p->probe_calls - 1];
+    } else {  /* the other's best call: a spike that ended the probe must not hide it */
+        p->other = p->probe_times[0];
+        for (int i = 1; i < p->probe_calls; ++i)
+            p->other = p->probe_times[i] < p->other ? p->probe_times[i] : p->other;
         mdsl_team_lost(p, now);
     }
     p->probe_calls = 0;
@@ -329,15 +333,20 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
     if (team == p->choice) {
         mdsl_team_remember(p, t);
         const int slower = mdsl_team_recent(p) > p->other || t > 2.0 * p->other;
-        if (slower && p->calls < p->next_probe)
-            p->next_probe = p->calls;  /* slower than the other's last time: probe it */
+        if (slower && p->calls < p->next_probe) {  /* slower than the other's last time */
+            p->next_probe = p->calls;  /* probe it now, and soon again if that probe loses */
+            p->losses = 0;
+        }
         return;
     }
-    /* the choice's time: its recent median, or its last call when that was slower (after a
-       call twice as slow as the other's time, one more would cost more than a probe) */
-    const double recent = mdsl_team_recent(p), mine = p->last > recent ? p->last : recent;
+    /* the choice's time: its recent median; for the whole team, its last call when that
+       was slower (a core taken makes whole-team calls many times slower: one more such
+       call costs more than a probe of one thread, whose calls are at worst as slow as
+       the machine's load makes them) */
+    const double recent = mdsl_team_recent(p);
+    const double mine = p->choice == 1 && p->last > recent ? p->last : recent;
     p->probe_times[p->probe_calls++] = t;
-    p->credit -= t > mine ? t - mine : 0.0;
+    if (team == 1) p->credit -= t > mine ? t - mine : 0.0;
     if (t >= mine) mdsl_team_probe_ends(p, 0, mine, now);
     else if (p->probe_calls == MDSL_TEAM_PROBE_CALLS) mdsl_team_probe_ends(p, 1, mine, now);
 }

@@ -166,6 +166,41 @@ def test_a_load_that_comes_is_noticed_and_the_choice_follows(policy):
     assert picked[1000:].mean() < 0.01
 
 
+def test_under_a_load_that_makes_one_thread_noisy_the_faster_one_thread_still_wins(policy):
+    """A busy machine: whole-team calls 10x slower from call 500, one-thread calls
+    mostly unharmed but every seventh one 20x slower. One thread is faster in the mean
+    (5.5 ms against 7 ms) and in the median; neither its slow calls (probes they end,
+    or its last call as the reference) may keep or bring back the whole team."""
+    one, whole = steady(6000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[500::7] = 30e-3
+    picked, _ = policy(one, whole)
+    assert picked[400:500].all() and picked[500:520].sum() <= 3
+    assert picked[600:].mean() < 0.03 and not policy.chosen[600:].any()
+
+
+def test_a_slow_call_on_one_thread_does_not_hold_back_leaving_a_slowed_team(policy):
+    """Whole-team calls 10x slower from call 500. The first probe of one thread meets a
+    200 ms hiccup: probes of one thread pay no credit, so the next one comes after the
+    minimum gap (the load changed: the count of lost probes starts again)."""
+    one, whole = steady(2000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[501] = 0.2
+    picked, _ = policy(one, whole)
+    assert picked[500] == 1 and picked[501] == 0  # the probe, at once
+    assert picked[502:510].all() and not picked[510:513].any()
+    assert not policy.chosen[512:].any()
+
+
+def test_a_probe_of_one_thread_ended_by_a_spike_is_tried_again_at_once(policy):
+    one, whole = steady(2000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[502] = 30e-3  # the probe's second call
+    picked, _ = policy(one, whole)
+    assert picked[500:507].tolist() == [1, 0, 0, 1, 0, 0, 0]
+    assert not policy.chosen[506:].any()
+
+
 def test_a_lost_probe_is_retried_after_the_minimum_gap_then_ever_later(policy):
     picked, _ = policy(*steady(1000, 1e-3, 1.5e-3))  # one thread wins; cheap probes
     probes = 4 + np.flatnonzero(picked[4:] == 1)

@@ -98,6 +98,12 @@ static inline float mdsl_tanh_f32(float a) {
     const float y = (a < 0.0004f && a > -0.0004f) ? a : p / q;
     return a != a ? a : y;
 }
+/* x ** 2 and x ** 3 with a constant exponent (mdsl.targets.c.expr): at most one rounding
+   more than powf's, and vectorizable */
+static inline float mdsl_pow2f(float x) { return x * x; }
+static inline double mdsl_pow2(double x) { return x * x; }
+static inline float mdsl_pow3f(float x) { return x * x * x; }
+static inline double mdsl_pow3(double x) { return x * x * x; }
 static inline float mdsl_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double mdsl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline float mdsl_pymod_ff(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }

@@ -247,6 +247,13 @@ class Conv:
     x_layout: str = ""
     residual_layout: str = ""
     out_layout: str = ""
+    # an NCHW source other convolutions read too, reordered once (`mdsl.codegen.blocked`):
+    # the buffer that keeps it in `x_copy_layout` for them, and whether the destination is
+    # the residual's buffer (in the primitive's layout, read last here: no copy into a
+    # scratch destination before the sum post-op)
+    x_copy: str = ""
+    x_copy_layout: str = ""
+    dst_in_residual: bool = False
 
 
 @dataclass(slots=True)

@@ -774,8 +774,9 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
             reads |= {b for b in (k.bias, k.residual) if b}
             reads |= {w.buffer for w in k.onednn_weights}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
-        if isinstance(k, kir.Conv) and k.scratch:
-            writes.add(k.scratch)
+        if isinstance(k, kir.Conv):
+            writes |= {b for b in (k.scratch, k.x_copy) if b}
+            writes |= {k.residual} if k.dst_in_residual else set()
         if k.epilogue is not None:
             reads |= {a.buffer for a in k.epilogue.loads.values()}
             writes |= {s.access.buffer for s in k.epilogue.stores}
@@ -790,11 +791,14 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
 
 
 def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str, str]:
-    """A pointwise store may reuse a load's arena buffer read at the same positions, when
-    this kernel is that buffer's last reader."""
+    """A pointwise store may reuse a load's arena buffer read at the same positions, and
+    a oneDNN convolution's result its residual's (`_sums_in_place`), when this kernel is
+    that buffer's last reader."""
     last = {b: life[1] for b, life in plan.lifetimes.items()}
     out = {}
     for step, k in steps:
+        if _sums_in_place(plan, k) and last.get(k.residual) == step:
+            out[k.out] = k.residual
         if not isinstance(k, kir.Pointwise) or len(k.stores) != 1:
             continue
         store = k.stores[0].access
@@ -812,6 +816,16 @@ def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str
                 out[store.buffer] = load.buffer
                 break
     return out
+
+
+def _sums_in_place(plan: Plan, k) -> bool:
+    """Whether the oneDNN convolution `k` may write its result over its residual (its sum
+    post-op adds what the destination holds; the kernel skips the copy when the two are
+    one buffer): both arena tensors in one layout, the residual not also its source."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.dst_in_residual:
+        return False
+    kinds = {plan.buffers[b].kind for b in (k.out, k.residual)}
+    return kinds == {"arena"} and k.residual != k.x and k.residual_layout == k.out_layout
 
 
 def _stored(node: Node) -> bool:

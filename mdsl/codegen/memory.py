@@ -11,6 +11,7 @@ Placement tries three orders and keeps the smaller arena, as XLA's heap simulato
     first, and again latest-dying first (repeated encoder layers fill one arena without
     a hole only in one of the two: BERT-base is 7/6 of its lower bound in the other);
   - definition order, best fit: the order a naive allocator would see.
+An order whose arena is the lower bound (below) ends the search: none can beat it.
 
 The plan reports `naive_bytes` (every buffer its own bytes), `lower_bound_bytes` (the
 peak of live bytes over the schedule: no placement can beat it) and `arena_bytes`.
@@ -87,6 +88,8 @@ def plan_memory(
         offsets, arena = _place(sorted(merged, key=order))
         if best is None or arena < best[1]:
             best = (offsets, arena)
+        if arena == lower:  # no order can do better (BERT-base: the first one, at every size)
+            break
     offsets, arena = best
     for out, inp in aliases.items():
         offsets[out] = offsets[_root(inp, aliases)]

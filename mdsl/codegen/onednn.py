@@ -143,6 +143,20 @@ def available() -> bool:
     return not _OFF and library_path() is not None
 
 
+def identity() -> list | None:
+    """What `available()` and `library_path()` depend on, found without loading oneDNN
+    (10-15 ms, for a compile cache key that may need no oneDNN): None when turned off,
+    else each candidate file's path, size and modification time."""
+    if _OFF or os.environ.get("MDSL_ONEDNN", "1") == "0":
+        return None
+    found = []
+    for path in _candidates():
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            found.append([str(path), stat.st_size, stat.st_mtime_ns])
+    return found
+
+
 def _candidates() -> list[Path]:
     """Where oneDNN is looked for: the Python environment's `lib` folder (where pip puts
     the wheel's library), the base interpreter's, then `LD_LIBRARY_PATH`."""

@@ -193,9 +193,10 @@ class Plan:
             for name, s in self.buffers.items()
         }
 
-    def layout(self, values: Mapping[str, int]) -> MemoryPlan:
-        """The memory plan for input symbols `values`: every arena buffer at its size."""
-        sizes = self.sizes(values)
+    def layout(self, values: Mapping[str, int], sizes: dict[str, int] | None = None) -> MemoryPlan:
+        """The memory plan for input symbols `values`: every arena buffer at its size
+        (`sizes`: `self.sizes(values)`, when the caller has them)."""
+        sizes = self.sizes(values) if sizes is None else sizes
         buffers = [
             Buffer(name, sizes[name] * self.buffers[name].dtype.itemsize, *self.lifetimes[name])
             for name in self.arena_buffers

@@ -94,6 +94,8 @@ class Executable:
         self.symbolic_failure: str | None = None  # why the symbolic build is impossible
         self._lock = threading.Lock()
         self._static_inputs = _static_input_specs(graph)
+        # the feeds a call may pass straight to the variant (a static graph, no debug outputs)
+        self._fast_inputs = None if self.debug_outputs else self._static_inputs
         if self._static_inputs is not None:
             self._only_variant = self._variant({})  # static graphs compile now
         elif isinstance(self.specialize, dict):
@@ -112,10 +114,10 @@ class Executable:
         """Outputs by name; with `capture=True` (a `debug=True` build) every tensor by
         name, as `mdsl.interpret(g, feeds, capture=True)` returns them."""
         try:
+            if self._fast_inputs is not None and not capture and _matches(self._fast_inputs, feeds):
+                return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
             if capture or self.debug_outputs:
                 return self._run_debug(feeds, capture)
-            if self._static_inputs is not None and _matches(self._static_inputs, feeds):
-                return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
             env, symbols = bind_feeds(self.graph, feeds)
             return self._variant(symbols).run(env)
         except MemoryError:
@@ -271,12 +273,12 @@ class Executable:
         return f"Executable({self.graph.name!r}, backend={self.backend.name!r}, {count} variant(s))"
 
 
-def _static_input_specs(graph: Graph) -> dict | None:
-    """name -> (numpy dtype, shape) when every input is static, else None."""
+def _static_input_specs(graph: Graph) -> tuple | None:
+    """(name, numpy dtype, shape) of each input when every input is static, else None."""
     inputs = graph.inputs
     if not all(t.type.is_static for t in inputs.values()):
         return None
-    return {name: (t.dtype.np, tuple(t.shape)) for name, t in inputs.items()}
+    return tuple((name, t.dtype.np, tuple(int(d) for d in t.shape)) for name, t in inputs.items())
 
 
 def _checked_specialize(graph: Graph, specialize):
@@ -325,11 +327,12 @@ def _input_symbols(graph: Graph) -> dict:
     return found
 
 
-def _matches(specs: dict, feeds) -> bool:
-    """Feeds that need no checking beyond this: exact names, ndarray, dtype and shape."""
+def _matches(specs: tuple, feeds) -> bool:
+    """Feeds that need no checking beyond this: exact names, ndarray, dtype and shape
+    (anything else goes through `bind_feeds`, which converts or says what is wrong)."""
     if type(feeds) is not dict or len(feeds) != len(specs):
         return False
-    for name, (dtype, shape) in specs.items():
+    for name, dtype, shape in specs:
         a = feeds.get(name)
         if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
             return False

@@ -28,6 +28,7 @@ come from `np.empty`, which is cheap for them.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -43,6 +44,12 @@ def _refs(bases: list, i: int) -> int:
 _FREE_REFS = _refs([object()], 0)  # an object only a list refers to, as counted here
 
 
+def pooled(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Whether `OutputPool.array` keeps the memory of an output of this shape and dtype
+    (a caller that knows the answer ahead may call `np.empty` itself for the others)."""
+    return math.prod(shape) * dtype.itemsize >= MIN_BYTES and not dtype.hasobject
+
+
 class OutputPool:
     """Per output slot, up to `KEEP` base buffers; `array` hands out a view of one the
     caller no longer holds, or of a new one."""
@@ -52,9 +59,9 @@ class OutputPool:
 
     def array(self, slot: int, shape: tuple[int, ...], dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if nbytes < MIN_BYTES or dtype.hasobject:
+        if not pooled(shape, dtype):
             return np.empty(shape, dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
         bases = self._bases.setdefault(slot, [])
         base = self._unheld(bases, nbytes)
         if base is None:

@@ -147,7 +147,7 @@ class PlanShapes:
                 return found
         sizes = self.plan.sizes(values)
         _check_sizes(self.plan, sizes, values)
-        memory = self.plan.layout(values)
+        memory = self.plan.layout(values, sizes)
         arena = self.plan.arena_buffers
         offsets = np.array([memory.offsets.get(b, 0) for b in arena] or [0], np.int64)
         nbytes = [sizes[b] * self.plan.buffers[b].dtype.itemsize for b in arena]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mdsl.codegen import memory
 from mdsl.codegen.memory import Buffer, aligned, plan_memory
 
 
@@ -61,3 +62,23 @@ def test_random_plans_are_valid_and_bounded(bufs):
     plan = plan_memory(bufs)
     _assert_valid(bufs, plan)
     assert plan.lower_bound_bytes <= plan.arena_bytes <= plan.naive_bytes
+
+
+def test_a_later_order_is_tried_when_the_first_misses_the_bound():
+    """Sizes first leaves a hole here (896 bytes); definition order reaches the bound."""
+    lives = [(256, 1, 3), (256, 1, 4), (128, 0, 3), (320, 4, 7), (64, 5, 7), (192, 1, 4)]
+    bufs = [Buffer(f"b{i}", size, start, end) for i, (size, start, end) in enumerate(lives)]
+    assert memory._place(sorted(bufs, key=memory._by_size))[1] == 896
+    plan = plan_memory(bufs)
+    _assert_valid(bufs, plan)
+    assert plan.arena_bytes == plan.lower_bound_bytes == 832
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(buffer_lists)
+def test_the_arena_is_the_smallest_of_the_three_orders(bufs):
+    """Placement stops early only at the lower bound, which no order beats."""
+    aligned_bufs = [Buffer(b.name, aligned(b.size), b.start, b.end) for b in bufs]
+    orders = (memory._by_size, memory._by_size_then_end, memory._by_start)
+    smallest = min(memory._place(sorted(aligned_bufs, key=order))[1] for order in orders)
+    assert plan_memory(bufs).arena_bytes == smallest

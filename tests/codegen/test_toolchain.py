@@ -266,3 +266,19 @@ def test_native_flags_ask_x86_compilers_for_512_bit_loops(monkeypatch, machine, 
     assert toolchain.native_flags() == wanted
     assert toolchain.default_toolchain().flags[-len(wanted) :] == wanted
     assert "-mprefer-vector-width=512" not in toolchain.default_toolchain(march_native=False).flags
+
+
+def test_blas_paths_are_those_the_blas_package_gives():
+    """Found without importing scipy_openblas32, as its own functions find them."""
+    import sys
+
+    blas_was_imported = "scipy_openblas32" in sys.modules
+    toolchain.blas_paths.cache_clear()
+    includes, links = toolchain.blas_paths()
+    assert blas_was_imported or "scipy_openblas32" not in sys.modules
+    import scipy_openblas32 as blas
+
+    assert [os.path.realpath(d) for d in includes] == [os.path.realpath(blas.get_include_dir())]
+    lib_dir = os.path.realpath(blas.get_lib_dir())
+    assert [os.path.realpath(a[2:]) for a in links if a.startswith("-L")] == [lib_dir]
+    assert f"-l{blas.get_library()}" in links

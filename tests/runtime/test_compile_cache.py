@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,12 +157,20 @@ def test_other_mdsl_code_or_templates_miss(work, monkeypatch, tmp_path):
     monkeypatch.setattr(compile_cache, "code_digest", lambda: "another mdsl")
     mdsl.compile(graph("code"), backend="c")
     assert work["plan"] == 1
-    # and the digest follows every file's text: a template edited by one byte
+    # and the digest follows every file: a template edited by one byte, written again,
+    # a file added
     shutil.copytree(_templates(), tmp_path / "t")
     before = compile_cache.tree_digest([tmp_path / "t"])
+    assert compile_cache.tree_digest([tmp_path / "t"]) == before
     template = next((tmp_path / "t").rglob("*.j2"))
-    template.write_text(template.read_text() + " ")
-    assert compile_cache.tree_digest([tmp_path / "t"]) != before
+    text = template.read_text()
+    template.write_text(text + " ")
+    after_edit = compile_cache.tree_digest([tmp_path / "t"])
+    assert after_edit != before
+    os.utime(template, ns=(1, 1))  # the same text written at another time
+    assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
+    (template.parent / "new.j2").write_text("")  # a file added
+    assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
 
 
 def _templates():
@@ -184,6 +193,14 @@ def damage_arrays(entry):
     (entry / compile_cache.ARRAYS).write_bytes(bytes(data))
 
 
+def damage_last_array_byte(entry):
+    with open(entry / compile_cache.ARRAYS, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        byte = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([byte ^ 0x01]))
+
+
 def damage_manifest(entry):
     manifest = json.loads((entry / compile_cache.MANIFEST).read_text())
     manifest["libraries"] = ["0" * 64 for _ in manifest["libraries"]]
@@ -204,7 +221,15 @@ def open_up(entry):
 
 
 @pytest.mark.parametrize(
-    "damage", [damage_arrays, damage_manifest, truncate_library, damage_state, open_up]
+    "damage",
+    [
+        damage_arrays,
+        damage_last_array_byte,
+        damage_manifest,
+        truncate_library,
+        damage_state,
+        open_up,
+    ],
 )
 def test_a_damaged_or_tampered_entry_is_a_clean_miss(damage, work, caplog):
     g = graph(f"damaged_{damage.__name__}")
@@ -306,25 +331,25 @@ def test_a_graph_the_serializer_cannot_write_compiles_without_the_cache(work, mo
     assert work["plan"] == 2
 
 
-def test_arrays_of_many_chunks_are_stored_and_checked_on_every_core(work, monkeypatch):
-    """The threaded hashing of large entries (BERT-base's 440 MB), in 4 KiB chunks."""
+def test_a_key_hashes_large_arrays_in_chunks_on_every_core(work, monkeypatch):
+    """The key's threaded hashing of large weights (BERT-base's 440 MB), in 4 KiB chunks:
+    equal weights hit, one value changed in the last chunk misses."""
     monkeypatch.setattr(compile_cache, "CHUNK", 4096)
+    assert W.nbytes > 4 * 4096
     mdsl.compile(graph("chunked"), backend="c")
-    entry = entry_of(graph("chunked"))
-    chunks = json.loads((entry / compile_cache.MANIFEST).read_text())["arrays"]["chunks"]
-    assert len(chunks) > 4
     work.update(dict.fromkeys(work, 0))
     g = graph("chunked")
     check_against_interpreter(mdsl.compile(g, backend="c"), g)
     assert work["plan"] == 0
-    damage_arrays(entry)
+    w = W.copy()
+    w[-1, -1] += 0.25
+    g = graph("chunked", w=w)
     check_against_interpreter(mdsl.compile(g, backend="c"), g)
     assert work["plan"] == 1
 
 
 CHILD = """
 import numpy as np, mdsl
-mdsl.runtime.compile_cache.CHUNK = 1 << 16  # many chunks: the parallel path, were it used
 with mdsl.Graph("child") as g:
     x = g.input("x", ("N", 1024))
     w = np.random.default_rng(0).standard_normal((1024, 8192)).astype(np.float32)  # 32 MB
@@ -334,8 +359,8 @@ mdsl.compile(g, backend="c")
 
 
 def test_an_entry_is_written_whole_when_the_process_ends_right_after_compiling(module_cache):
-    """The writer thread outlives the main one (and hashes without a thread pool, which
-    takes no work once the interpreter shuts down): the next process hits."""
+    """The writer thread outlives the main one (and hashes the arrays in that thread: a
+    thread pool takes no work once the interpreter shuts down): the next process hits."""
     import subprocess
     import sys
 
@@ -347,3 +372,21 @@ def test_an_entry_is_written_whole_when_the_process_ends_right_after_compiling(m
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
     assert "compile cache: miss" in runs[0].stderr and "not stored" not in runs[0].stderr
     assert "compile cache: hit" in runs[1].stderr, runs[1].stderr[-2000:]
+
+
+def test_the_key_sees_onednn_turned_off_or_moved_without_loading_it(monkeypatch, tmp_path):
+    """`onednn.identity()`: None when turned off, else the candidate files' stats (the
+    key reads them instead of loading oneDNN, 10-15 ms)."""
+    from mdsl.codegen import onednn
+
+    with onednn.disabled():
+        assert onednn.identity() is None
+    monkeypatch.setenv("MDSL_ONEDNN", "0")
+    assert onednn.identity() is None
+    monkeypatch.delenv("MDSL_ONEDNN")
+    found = onednn.identity()
+    if onednn.library_path() is not None:
+        assert onednn.library_path() in [Path(f[0]).resolve() for f in found]
+    (tmp_path / onednn.SONAME).write_bytes(b"not a library")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    assert str(tmp_path / onednn.SONAME) in [f[0] for f in onednn.identity()]

@@ -49,3 +49,23 @@ def test_3d_pooling_is_generated_and_equals_torch(case, backend):
     want = reference(torch.from_numpy(X)).numpy()
     np.testing.assert_allclose(exe(x=X)["y"], want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(mdsl.interpret(g, {"x": X})["y"], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 11, 9), (1, 2, 5, 7, 6)])
+def test_max_pooling_keeps_nan_and_infinities_on_c(shape):
+    """The C max pool compares without a branch and remembers a NaN apart: a window
+    holding a NaN gives NaN, one of -inf only gives -inf (as the interpreter and torch)."""
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::13] = np.nan
+    x.reshape(-1)[5::17] = -np.inf
+    x.reshape(-1)[7::29] = np.inf
+    rank = len(shape) - 2
+    with mdsl.Graph("pool_nan") as g:
+        g.output(ops.max_pool(g.input("x", shape), 3, strides=2, pads=(1,) * 2 * rank), "y")
+    exe = mdsl.compile(g, backend="c")
+    assert {k.kind for k in exe.kernels} == {"pooling"}
+    got, want = exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"]
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    np.testing.assert_array_equal(got, want)
+    pool = F.max_pool2d if rank == 2 else F.max_pool3d
+    np.testing.assert_array_equal(got, pool(torch.from_numpy(x), 3, 2, 1).numpy())

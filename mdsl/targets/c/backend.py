@@ -6,11 +6,12 @@ back into their Python binding through one cffi callback, so every graph runs co
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import cffi
 import numpy as np
 
 from mdsl.codegen import onednn
@@ -23,32 +24,16 @@ from mdsl.ir.graph import Graph
 from mdsl.ir.naming import file_stem
 from mdsl.log import get_logger, timed
 from mdsl.ops.dynamic import dynamic_symbols
+from mdsl.targets.c._abi_ffi import ffi as _FFI  # the entry points (mdsl.targets.c.abi)
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
-from mdsl.targets.output_pool import OutputPool
+from mdsl.targets.output_pool import OutputPool, pooled
 from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
 from mdsl.targets.registry import KernelInfo
 from mdsl.targets.signatures import CapacityExceeded, PlanShapes, storage_shape
 
-_FFI = cffi.FFI()
-_FFI.cdef(
-    """
-    typedef int (*mdsl_callback_t)(int index, void **buffers);
-    int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
-                 char *arena, mdsl_callback_t callback);
-    int mdsl_run_profile(void *const *inputs, void *const *outputs, const void *const *consts,
-                         char *arena, mdsl_callback_t callback, double *timings);
-    int mdsl_run_dims(void *const *inputs, void *const *outputs, const void *const *consts,
-                      char *arena, mdsl_callback_t callback, int64_t *dims,
-                      const int64_t *offsets);
-    int mdsl_run_dims_profile(void *const *inputs, void *const *outputs,
-                              const void *const *consts, char *arena, mdsl_callback_t callback,
-                              int64_t *dims, const int64_t *offsets, double *timings);
-    void mdsl_set_threads(int n);
-    """
-)
 _LIBRARIES: dict[str, object] = {}
 _LIB_LOCK = threading.Lock()
 _LIB_THREADS: dict[int, int] = {}  # id of a loaded library -> the thread count it was set to
@@ -60,11 +45,36 @@ def _load_library(path: Path):
         lib = _LIBRARIES.get(str(path))
         if lib is None:
             try:
-                lib = _FFI.dlopen(str(path))
+                with _blas_without_threads(first=not _LIBRARIES):
+                    lib = _FFI.dlopen(str(path))
             except OSError as e:
                 raise CompileError(f"cannot load the library {path}: {e}") from None
             _LIBRARIES[str(path)] = lib
         return lib
+
+
+@contextlib.contextmanager
+def _blas_without_threads(first: bool):
+    """The first library loaded brings OpenBLAS (scipy-openblas32), which starts a thread
+    per processor as it loads, each spinning about 0.1 s of CPU waiting for work that
+    never comes: the generated code runs its own threads and sets BLAS to one
+    (`mdsl_init_once`). So that first load sees OPENBLAS_NUM_THREADS=1, which OpenBLAS
+    reads only then; the variable is restored right after."""
+    if not first:
+        yield
+        return
+    previous = os.environ.get(_BLAS_THREADS)
+    os.environ[_BLAS_THREADS] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_BLAS_THREADS]
+        else:
+            os.environ[_BLAS_THREADS] = previous
+
+
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 _log = get_logger(__name__)
@@ -117,20 +127,22 @@ class CVariant:
         if uses_onednn(self.plan):  # found by soname, wherever the library was built
             onednn.preload()
         self.lib = _load_library(self.library_path)
+        self._lib_id, self._threads_wanted = id(self.lib), int(self.threads or 0)
         self._use_threads(self.lib)
         self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
-        outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
         self._shapes = (
             PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
         )
+        self._input_names = tuple(self.plan.inputs)
+        self._output_count = len(self.plan.outputs)
         if self._shapes is None:
-            self._output_specs = [(tuple(int(d) for d in t.shape), t.dtype.np) for t in outputs]
+            outputs = self.plan.graph.outputs
+            self._output_specs = [_static_output(n, outputs[n]) for n in self.plan.outputs]
             self._arena_size = self.plan.memory.arena_bytes + ALIGN
             self._mdsl_run = self.lib.mdsl_run
         else:
-            self._output_specs = [(None, t.dtype.np) for t in outputs]
             self._arena_size = ALIGN
             self._mdsl_run = self.lib.mdsl_run_dims
 
@@ -197,35 +209,37 @@ class CVariant:
         setting belongs to the library, which variants of equal source share: it is set
         again when a variant of another thread count ran last."""
         wanted = int(self.threads or 0)
-        if _LIB_THREADS.get(id(lib)) != wanted:
+        if _LIB_THREADS.get(id(lib)) != wanted:  # checked inline in `_call` for speed
             lib.mdsl_set_threads(wanted)
             _LIB_THREADS[id(lib)] = wanted
 
     def _call(self, entry, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
-        self._use_threads(self.lib)
+        """One run of a static plan; this is the whole per-call path of a small graph, so
+        everything that does not depend on the call is worked out in `__post_init__`."""
+        if _LIB_THREADS.get(self._lib_id) != self._threads_wanted:
+            self._use_threads(self.lib)
         if self._shapes is not None:
             return self._shapes.growing(lambda: self._call_with_dims(entry, env, *extra))
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._new_thread_state()
+        local = self._local
+        state = getattr(local, "state", None) or self._new_thread_state()
         in_ptrs, out_ptrs, arena = state
-        for i, name in enumerate(self.plan.inputs):
+        copies = []  # contiguous copies of strided inputs stay alive for the call
+        for i, name in enumerate(self._input_names):
             a = env[name]
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
-                env = {**env, name: a}  # keep the copy alive for the call
+                copies.append(a)
             in_ptrs[i] = _ptr(a)
-        pool = self._output_pool()
-        outputs = [
-            pool.array(i, shape, dtype) for i, (shape, dtype) in enumerate(self._output_specs)
-        ]
-        for i, a in enumerate(outputs):
+        outputs = {}
+        for i, (name, shape, dtype, from_pool) in enumerate(self._output_specs):
+            a = self._output_pool().array(i, shape, dtype) if from_pool else np.empty(shape, dtype)
             out_ptrs[i] = _ptr(a)
-        self._local.error = None
+            outputs[name] = a
+        local.error = None
         status = entry(in_ptrs, out_ptrs, self._const_ptrs, arena, self._callback, *extra)
-        if status != 0 or self._local.error is not None:
+        if status != 0 or local.error is not None:
             self._raise(status)
-        return dict(zip(self.plan.outputs, outputs))
+        return outputs
 
     def _call_with_dims(self, entry, env: dict[str, np.ndarray], *extra):
         """A run of a `mdsl_run_dims` unit: the signature's layout, the symbols' values."""
@@ -244,7 +258,7 @@ class CVariant:
         if layout.native is None:
             layout.native = _FFI.from_buffer("int64_t[]", layout.offsets)
         keep = []  # contiguous copies stay alive for the call
-        for i, name in enumerate(self.plan.inputs):
+        for i, name in enumerate(self._input_names):
             a = np.ascontiguousarray(env[name])
             keep.append(a)
             in_ptrs[i] = _ptr(a)
@@ -280,7 +294,7 @@ class CVariant:
         """Pointer tables and an arena owned by the calling thread (calls run concurrently);
         thread-local, so they are freed with their thread."""
         in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
-        out_ptrs = _FFI.new("void *[]", max(1, len(self._output_specs)))
+        out_ptrs = _FFI.new("void *[]", max(1, self._output_count))
         raw = np.empty(arena_size or self._arena_size, np.uint8)
         arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
         state = self._local.state = (in_ptrs, out_ptrs, arena)
@@ -352,6 +366,12 @@ def _run_failure(plan: Plan, status: int) -> ExecutionError:
         op_type=node and node.op_type,
         source=node and node.source,
     )
+
+
+def _static_output(name: str, t) -> tuple[str, tuple[int, ...], np.dtype, bool]:
+    """A static output's name, shape, dtype and whether its memory comes from the pool."""
+    shape = tuple(int(d) for d in t.shape)
+    return name, shape, t.dtype.np, pooled(shape, t.dtype.np)
 
 
 def _ptr(array: np.ndarray):

@@ -109,6 +109,8 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
     if not lonely:
         _reorder_shared_sources_once(plan)
         _destinations_in_residuals(plan, reads)
+        for k in plan.kernels:
+            _trim_scratch(k, plan)
     return lonely
 
 
@@ -162,6 +164,21 @@ def _destinations_in_residuals(plan, reads: Callable[[object], set[str]]) -> Non
         in_place = k.residual_layout and k.residual_layout == k.dst_layout
         if in_place and last.get(k.residual) is k and plan.buffers[k.residual].kind == "arena":
             k.dst_in_residual = True
+
+
+def _trim_scratch(k, plan) -> None:
+    """The scratch of a oneDNN convolution without the reordered source or destination
+    it does not need: its tensors are kept in the layouts its primitives choose at every
+    team size (the generated code refuses a primitive needing a reorder it has no room
+    for, rather than write past the scratch)."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.scratch or not k.same_layouts:
+        return
+    if (k.x_copy_layout or k.x_layout) == k.src_layout:
+        k.onednn_src_elems = 0
+    if k.out_layout == k.dst_layout or k.dst_in_residual:
+        k.onednn_dst_elems = 0
+    k.scratch_elems = k.onednn_src_elems + k.onednn_dst_elems
+    plan.buffers[k.scratch].elements = k.scratch_elems
 
 
 def _lonely(k) -> bool:

@@ -244,6 +244,7 @@ class Conv:
     # buffers x, residual and out hold (`mdsl.codegen.blocked`)
     src_layout: str = ""
     dst_layout: str = ""
+    same_layouts: bool = False  # at every team size (`onednn.ConvProbe.same_layouts`)
     x_layout: str = ""
     residual_layout: str = ""
     out_layout: str = ""

@@ -230,7 +230,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}}};",
         "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_conv_run(s, &spec, {k.x}, w, {k.bias or '0'}, "
+        f"if (mdsl_dnnl_conv_run(s, {k.x}, w, {k.bias or '0'}, "
         f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}, {k.x_copy or '0'}))",
         f"{INDENT}return 1;",
     ]

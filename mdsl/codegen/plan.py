@@ -793,13 +793,14 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
 
 def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str, str]:
     """A pointwise store may reuse a load's arena buffer read at the same positions, and
-    a oneDNN convolution's result its residual's (`_sums_in_place`), when this kernel is
+    a oneDNN convolution's result its residual's (`_sums_into_residual`), when this kernel is
     that buffer's last reader."""
     last = {b: life[1] for b, life in plan.lifetimes.items()}
     out = {}
     for step, k in steps:
-        if _sums_in_place(plan, k) and last.get(k.residual) == step:
+        if _sums_into_residual(k, plan) and last.get(k.residual) == step:
             out[k.out] = k.residual
+            continue
         if not isinstance(k, kir.Pointwise) or len(k.stores) != 1:
             continue
         store = k.stores[0].access
@@ -819,14 +820,17 @@ def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str
     return out
 
 
-def _sums_in_place(plan: Plan, k) -> bool:
-    """Whether the oneDNN convolution `k` may write its result over its residual (its sum
-    post-op adds what the destination holds; the kernel skips the copy when the two are
-    one buffer): both arena tensors in one layout, the residual not also its source."""
-    if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.dst_in_residual:
+def _sums_into_residual(k, plan: Plan) -> bool:
+    """A oneDNN convolution whose sum post-op may add into its residual's buffer in
+    place: the residual (in the layout of the result, an arena buffer, not the source)
+    is first put where the result goes, which the memory plan can then skip (ResNet's and
+    ShuffleNet's residual Add). One computing in its residual's buffer already
+    (`dst_in_residual`, an NCHW result) is not."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.residual == k.x:
         return False
-    kinds = {plan.buffers[b].kind for b in (k.out, k.residual)}
-    return kinds == {"arena"} and k.residual != k.x and k.residual_layout == k.out_layout
+    if k.residual_layout != k.out_layout or k.dst_in_residual:
+        return False
+    return all(plan.buffers[b].kind == "arena" for b in (k.out, k.residual))
 
 
 def _stored(node: Node) -> bool:

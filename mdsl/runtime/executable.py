@@ -36,7 +36,7 @@ import numpy as np
 from mdsl.ir.errors import CompileError, ExecutionError
 from mdsl.ir.graph import Graph
 from mdsl.log import get_logger, progress
-from mdsl.targets.feeds import bind_feeds
+from mdsl.targets.feeds import FeedMatcher, bind_feeds
 from mdsl.targets.registry import KernelInfo
 
 LOG = get_logger("mdsl.compile")
@@ -93,16 +93,18 @@ class Executable:
         self._latest_variant = next(reversed(self._pinned.values()), None)
         self.symbolic_failure: str | None = None  # why the symbolic build is impossible
         self._lock = threading.Lock()
-        self._static_inputs = _static_input_specs(graph)
-        # the feeds a call may pass straight to the variant (a static graph, no debug outputs)
-        self._fast_inputs = None if self.debug_outputs else self._static_inputs
-        if self._static_inputs is not None:
-            self._only_variant = self._variant({})  # static graphs compile now
+        self._feeds = FeedMatcher(graph)
+        self._static_inputs = all(t.type.is_static for t in graph.inputs.values())
+        self._single_variant = None  # the variant of every call, when there is only one
+        if self._static_inputs:
+            self._single_variant = self._variant({})  # static graphs compile now
         elif isinstance(self.specialize, dict):
             self._build_specialized()
         elif variants is None and self._uses_symbolic_build():
             # now, in mdsl.compile: a first call compiles nothing
             self._latest_variant = self._build_symbolic()
+        if self.specialize is None and list(self._pinned) == [SYMBOLIC]:
+            self._single_variant = self._pinned[SYMBOLIC]
 
     # -- running -------------------------------------------------------------------------------
     def __call__(self, feeds: Mapping | None = None, /, **kwargs) -> dict[str, np.ndarray]:
@@ -114,12 +116,12 @@ class Executable:
         """Outputs by name; with `capture=True` (a `debug=True` build) every tensor by
         name, as `mdsl.interpret(g, feeds, capture=True)` returns them."""
         try:
-            if self._fast_inputs is not None and not capture and _matches(self._fast_inputs, feeds):
-                return self._only_variant.run(feeds)  # fast path: nothing to bind or convert
             if capture or self.debug_outputs:
                 return self._run_debug(feeds, capture)
-            env, symbols = bind_feeds(self.graph, feeds)
-            return self._variant(symbols).run(env)
+            symbols = self._feeds.symbols(feeds)  # None: feeds to convert, or a mistake
+            if symbols is None:
+                feeds, symbols = bind_feeds(self.graph, feeds)
+            return self._variant(symbols).run(feeds)
         except MemoryError:
             raise ExecutionError(
                 f"graph {self.graph.name!r}: out of memory for these feeds' shapes"
@@ -136,6 +138,8 @@ class Executable:
     def _variant(self, symbols: dict[str, int]):
         """The variant for a call with `symbols`: a specialized one matching them, else
         the symbolic build, else (none possible) one built for exactly this signature."""
+        if self._single_variant is not None:
+            return self._single_variant
         key = tuple(sorted(symbols.items()))
         with self._lock:
             variant = self._pinned.get(key) or self._matching_specialized(symbols)
@@ -163,7 +167,7 @@ class Executable:
 
     def _uses_symbolic_build(self) -> bool:
         return (
-            self._static_inputs is None
+            not self._static_inputs
             and self.specialize is not True
             and self.symbolic_failure is None
             and getattr(self.backend, "symbolic", False)
@@ -273,14 +277,6 @@ class Executable:
         return f"Executable({self.graph.name!r}, backend={self.backend.name!r}, {count} variant(s))"
 
 
-def _static_input_specs(graph: Graph) -> tuple | None:
-    """(name, numpy dtype, shape) of each input when every input is static, else None."""
-    inputs = graph.inputs
-    if not all(t.type.is_static for t in inputs.values()):
-        return None
-    return tuple((name, t.dtype.np, tuple(int(d) for d in t.shape)) for name, t in inputs.items())
-
-
 def _checked_specialize(graph: Graph, specialize):
     """`specialize` as None, True, or symbol -> sorted distinct sizes (CompileError for
     symbols no input declares and sizes outside a symbol's range)."""
@@ -325,15 +321,3 @@ def _input_symbols(graph: Graph) -> dict:
             if isinstance(d, Dim) and d.name is not None:
                 found.setdefault(d.name, d)
     return found
-
-
-def _matches(specs: tuple, feeds) -> bool:
-    """Feeds that need no checking beyond this: exact names, ndarray, dtype and shape
-    (anything else goes through `bind_feeds`, which converts or says what is wrong)."""
-    if type(feeds) is not dict or len(feeds) != len(specs):
-        return False
-    for name, dtype, shape in specs:
-        a = feeds.get(name)
-        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
-            return False
-    return True

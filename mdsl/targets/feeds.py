@@ -85,6 +85,76 @@ def bind_feeds(g: Graph, feeds: Mapping[str, np.ndarray]) -> tuple[dict, dict[st
     return env, dict(state.sizes)
 
 
+class FeedMatcher:
+    """`bind_feeds` worked out ahead for one graph, for the feeds most calls pass: a dict
+    of ndarrays of exactly the declared dtypes, ranks and sizes. `symbols(feeds)` returns
+    the symbols' sizes for such feeds, and None for anything else (a list or scalar to
+    convert, another mapping, an expression dim to solve, or a mistake), which
+    `bind_feeds` then converts or reports. Accepted feeds are those `bind_feeds` accepts
+    as they are, with the same sizes.
+
+    >>> import numpy as np, mdsl
+    >>> with mdsl.Graph() as g:
+    ...     x = g.input("x", (mdsl.Dim("N", max=8), 3))
+    ...     g.output(x * 2.0, "y")
+    >>> matcher = FeedMatcher(g)
+    >>> matcher.symbols({"x": np.zeros((4, 3), np.float32)})
+    {'N': 4}
+    >>> matcher.symbols({"x": np.zeros((9, 3), np.float32)}) is None  # N above its max
+    True
+    """
+
+    def __init__(self, g: Graph):
+        declared = g.inputs
+        self._ranges = _declared_ranges(t.type for t in declared.values())
+        self._specs = []  # (name, dtype, static shape or None, rank, dims: int or symbol)
+        self.usable = True  # False: an input has an expression dim (bind_feeds solves it)
+        for name, tensor in declared.items():
+            dims = []
+            for dim in tensor.type.shape:
+                if isinstance(dim, int):
+                    dims.append(dim)
+                elif dim.name is not None:
+                    dims.append(dim.name)
+                else:
+                    self.usable = False
+            static = tuple(dims) if all(isinstance(d, int) for d in dims) else None
+            self._specs.append((name, tensor.dtype.np, static, len(dims), tuple(dims)))
+        self._count = len(self._specs)
+
+    def symbols(self, feeds) -> dict[str, int] | None:
+        if not self.usable or type(feeds) is not dict or len(feeds) != self._count:
+            return None
+        sizes: dict[str, int] = {}
+        for name, dtype, static, rank, dims in self._specs:
+            a = feeds.get(name)
+            if type(a) is not np.ndarray or a.dtype != dtype:
+                return None
+            if static is not None:
+                if a.shape != static:
+                    return None
+                continue
+            if a.ndim != rank or not self._bind(dims, a.shape, sizes):
+                return None
+        return sizes
+
+    def _bind(self, dims: tuple, shape: tuple, sizes: dict[str, int]) -> bool:
+        for dim, size in zip(dims, shape):
+            if type(dim) is int:
+                if dim != size:
+                    return False
+                continue
+            bound = sizes.get(dim)
+            if bound is None:
+                lo, hi = self._ranges[dim]
+                if size < lo or (hi is not None and size > hi):
+                    return False
+                sizes[dim] = size
+            elif bound != size:
+                return False
+        return True
+
+
 def _check_names(graph: str, declared: Mapping, feeds: Mapping) -> None:
     missing = [n for n in declared if n not in feeds]
     extra = [n for n in feeds if n not in declared]

@@ -67,36 +67,40 @@ class PlanShapes:
         self._capacities = dict(plan.capacities)
         self._capacity_of = {c.removesuffix("_capacity"): c for c in plan.capacities}
         self.latest: MemoryPlan | None = None
+        self._key_symbols = (*plan.input_symbols, *plan.value_symbols)
+        self._latest_layout: tuple[tuple, Layout] | None = None  # (key, layout) of the last call
         inputs = set(plan.input_symbols) | set(plan.value_symbols)
         self._outputs = []
         for name in plan.outputs:
             t = plan.graph.outputs[name]
             symbols = {s for d in t.shape if isinstance(d, Dim) for s in d.free_symbols}
             self._outputs.append((t, not symbols <= inputs))
+        self._any_dynamic = any(dynamic for _, dynamic in self._outputs)
+        # per output: its dims as ints, symbol names (a bare symbol) or Dims to evaluate
+        self._output_dims = [tuple(_dim_recipe(d) for d in t.shape) for t, _ in self._outputs]
 
     # -- symbols ------------------------------------------------------------------------------
     def symbols(self, env: Mapping[str, np.ndarray]) -> dict[str, int]:
         """The feeds' symbols (user names -> sizes); the feeds were checked already."""
         values = {}
         for name, axis, symbol in self._sources:
-            values.setdefault(symbol, int(np.shape(env[name])[axis]))
+            values.setdefault(symbol, int(env[name].shape[axis]))
         if len(values) < len(self.plan.input_symbols):  # some only inside expressions
             values = bind_feeds(self.plan.graph, env)[1]
         if len(self.plan.value_symbols) > len(self._capacities):
             values.update(self._bind_values(self.plan.graph, env, values))
-        with self._lock:
-            values.update(self._capacities)
+        if self._capacities:
+            with self._lock:
+                values.update(self._capacities)
         return values
 
     def new_dims(self, values: Mapping[str, int], dims: np.ndarray | None = None) -> np.ndarray:
         """The `dims` array for `values` (written into `dims` when given)."""
         if dims is None:
             dims = np.zeros(self.slots, np.int64)
-        else:
-            dims[:] = 0
-        for symbol, value in values.items():
-            if symbol in self._slot:
-                dims[self._slot[symbol]] = value
+        for symbol, slot in self._slot.items():
+            dims[slot] = values.get(symbol, 0)
+        dims[-1] = 0  # the value a failed check reports
         return dims
 
     def environment(self, dims: np.ndarray) -> dict[str, int]:
@@ -138,12 +142,17 @@ class PlanShapes:
 
     # -- memory ---------------------------------------------------------------------------------
     def layout(self, values: Mapping[str, int]) -> Layout:
-        key = tuple(values.get(s, 0) for s in (*self.plan.input_symbols, *self.plan.value_symbols))
+        key = tuple([values.get(s, 0) for s in self._key_symbols])
+        latest = self._latest_layout
+        if latest is not None and latest[0] == key:  # the signature of the last call
+            self.latest = latest[1].memory
+            return latest[1]
         with self._lock:
             found = self._layouts.get(key)
             if found is not None:
                 self._layouts.move_to_end(key)
                 self.latest = found.memory
+                self._latest_layout = (key, found)
                 return found
         sizes = self.plan.sizes(values)
         _check_sizes(self.plan, sizes, values)
@@ -157,6 +166,7 @@ class PlanShapes:
             while len(self._layouts) > self.max_layouts:
                 self._layouts.popitem(last=False)
             self.latest = memory
+            self._latest_layout = (key, layout)
         return layout
 
     # -- outputs --------------------------------------------------------------------------------
@@ -172,12 +182,14 @@ class PlanShapes:
             if dynamic:  # the planner names output buffer i "out<i>"
                 shape = (layout.sizes[f"out{i}"],)
             else:
-                shape = tuple(int(d.evaluate(values)) if isinstance(d, Dim) else d for d in t.shape)
+                shape = tuple([_dim_value(d, values) for d in self._output_dims[i]])
             arrays.append(allocate(i, shape, t.dtype.np))
         return arrays
 
     def finish(self, arrays: list[np.ndarray], dims: np.ndarray) -> list[np.ndarray]:
         """The outputs at their actual shapes (the dynamic dims the run bound)."""
+        if not self._any_dynamic:
+            return arrays
         env = None
         out = []
         for array, (t, dynamic) in zip(arrays, self._outputs):
@@ -223,6 +235,21 @@ def _check_sizes(plan, sizes: Mapping[str, int], values: Mapping[str, int]) -> N
                 f"graph {plan.graph.name!r}: dims {dict(values)} make buffer {name} "
                 f"{nbytes} bytes (the buffers {total}); the limit is {MAX_TENSOR_BYTES}"
             )
+
+
+def _dim_recipe(d):
+    """A dim as `_dim_value` reads it fastest: an int, a bare symbol's name, or a Dim."""
+    if not isinstance(d, Dim):
+        return int(d)
+    return d.name if d.name is not None else d
+
+
+def _dim_value(recipe, values: Mapping[str, int]) -> int:
+    if type(recipe) is int:
+        return recipe
+    if type(recipe) is str:
+        return values[recipe]
+    return int(recipe.evaluate(values))
 
 
 def _bare_symbol_sources(plan) -> list[tuple[str, int, str]]:

@@ -1,7 +1,8 @@
-"""A static graph's call path: feeds that are exactly what the graph declares (a dict of
-C-contiguous or strided ndarrays of the declared dtype and shape) go straight to the
-compiled variant; every other feed goes through `bind_feeds`, which converts it or says
-what is wrong. Both paths must give the same outputs, equal to the interpreter's."""
+"""The call path: feeds that are exactly what the graph declares (a dict of ndarrays of
+the declared dtypes and shapes, the symbols in range) go straight to the compiled
+variant; every other feed goes through `bind_feeds`, which converts it or says what is
+wrong. Both paths must give the same outputs, equal to the interpreter's, for static
+graphs and for the symbolic build of symbolic ones."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from mdsl.runtime import executable
 BACKENDS_THREADS = [("c", 1), ("c", 2), ("numba", 1)]
 
 
-def _graph() -> mdsl.Graph:
+ROWS = mdsl.Dim("N", max=9)
+
+
+def _graph(rows=5) -> mdsl.Graph:
     """A chain of small ops over two float32 inputs of odd sizes and an int32 one,
-    with three outputs (one of them an input passed through)."""
+    with three outputs (one of them an input passed through); `rows`: x's first dim."""
     with mdsl.Graph("call_path") as g:
-        x = g.input("x", (5, 7))
+        x = g.input("x", (rows, 7))
         bias = g.input("bias", (7,))
         steps = g.input("steps", (3,), "int32")
         h = x
@@ -35,10 +39,10 @@ def _graph() -> mdsl.Graph:
     return g
 
 
-def _feeds(seed: int = 0) -> dict[str, np.ndarray]:
+def _feeds(seed: int = 0, rows: int = 5) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {
-        "x": rng.standard_normal((5, 7)).astype(np.float32),
+        "x": rng.standard_normal((rows, 7)).astype(np.float32),
         "bias": rng.standard_normal(7).astype(np.float32),
         "steps": rng.integers(-100, 100, 3).astype(np.int32),
     }
@@ -154,6 +158,30 @@ def test_bad_feeds_of_a_static_graph_name_the_input_and_the_problem(exe, name):
         mdsl.interpret(_graph(), feeds)
     assert str(compiled.value) == str(interpreted.value)
     _assert_like_interpreter(exe(_feeds()), _feeds())  # the executable still works
+
+
+@pytest.mark.parametrize(("backend", "threads"), BACKENDS_THREADS)
+def test_a_symbolic_build_binds_matching_feeds_without_bind_feeds(backend, threads, monkeypatch):
+    exe = mdsl.compile(_graph(ROWS), backend=backend, threads=threads)
+    sizes = (5, 1, 9, 0, 5)
+    checked = [exe.run(types.MappingProxyType(_feeds(i, rows))) for i, rows in enumerate(sizes)]
+
+    def unexpected(*args):
+        raise AssertionError("feeds that match the graph were bound again")
+
+    monkeypatch.setattr(executable, "bind_feeds", unexpected)
+    for i, rows in enumerate(sizes):
+        fast = exe.run(_feeds(i, rows))
+        for name in fast:
+            np.testing.assert_array_equal(fast[name], checked[i][name], err_msg=name)
+        want = mdsl.interpret(_graph(ROWS), _feeds(i, rows))
+        for name, value in want.items():
+            np.testing.assert_allclose(fast[name], value, rtol=2e-6, atol=1e-7, err_msg=name)
+    monkeypatch.undo()
+    with pytest.raises(mdsl.ExecutionError, match="N = 10 is outside its range"):
+        exe.run(_feeds(0, rows=10))
+    if backend == "c":
+        assert list(exe.variants()) == [()]  # every size ran on the symbolic build
 
 
 def test_debug_builds_and_captures_do_not_take_the_fast_path():

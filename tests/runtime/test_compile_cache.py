@@ -390,3 +390,28 @@ def test_the_key_sees_onednn_turned_off_or_moved_without_loading_it(monkeypatch,
     (tmp_path / onednn.SONAME).write_bytes(b"not a library")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
     assert str(tmp_path / onednn.SONAME) in [f[0] for f in onednn.identity()]
+
+
+def test_keying_and_loading_leave_the_cycle_collector_as_they_found_it(work):
+    """Paused while keying and loading, on after (off if the user turned it off), and
+    the permanent generation as it was (empty, or what the process froze)."""
+    import gc
+
+    mdsl.compile(graph("collector"), backend="c")
+    g = graph("collector")
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 1  # the second was a hit
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        mdsl.compile(graph("collector"), backend="c")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    gc.freeze()  # a process that froze its objects keeps them frozen
+    try:
+        count = gc.get_freeze_count()
+        mdsl.compile(graph("collector"), backend="c")
+        assert 0 < gc.get_freeze_count() <= count  # not thawed (some died meanwhile)
+    finally:
+        gc.unfreeze()

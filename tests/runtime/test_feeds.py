@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
 import mdsl
 from mdsl.runtime.feeds import bind_feeds
+from mdsl.targets.feeds import FeedMatcher
 
 F32 = np.float32
 
@@ -152,3 +155,45 @@ def test_symbols_bound_by_feeds_size_the_intermediate_tensors():
         x = g.input("x", (N, 3))
         g.output(x.reshape(-1), "flat")
     assert mdsl.interpret(g, {"x": np.ones((4, 3), F32)})["flat"].shape == (12,)
+
+
+# -- FeedMatcher: bind_feeds worked out ahead, for the feeds most calls pass ----------------------
+def _matcher_cases():
+    ranged = mdsl.Dim("N", min=2, max=6)
+    symbolic = _graph(("x", (ranged, 3), "float32"), ("y", ("M", "N"), "int32"))
+    good = {"x": _zeros(4, 3), "y": _zeros(5, 4, dtype=np.int32)}
+    static = _graph(("x", (2, 3), "float32"))
+    expression = _graph(("x", (2 * N,), "float32"))
+    strided = np.zeros((4, 6), F32)[:, ::2]
+    return {
+        "symbolic good": (symbolic, good, True),
+        "symbolic empty M": (symbolic, {**good, "y": _zeros(0, 4, dtype=np.int32)}, True),
+        "symbolic strided": (symbolic, {**good, "x": strided}, True),
+        "N disagrees": (symbolic, {**good, "y": _zeros(5, 3, dtype=np.int32)}, False),
+        "N below min": (symbolic, {"x": _zeros(1, 3), "y": _zeros(5, 1, dtype=np.int32)}, False),
+        "N above max": (symbolic, {"x": _zeros(7, 3), "y": _zeros(5, 7, dtype=np.int32)}, False),
+        "static dim": (symbolic, {**good, "x": _zeros(4, 2)}, False),
+        "rank": (symbolic, {**good, "x": _zeros(4, 3, 1)}, False),
+        "dtype": (symbolic, {**good, "y": _zeros(5, 4, dtype=np.int64)}, False),
+        "missing": (symbolic, {"x": good["x"]}, False),
+        "extra": (symbolic, {**good, "z": good["x"]}, False),
+        "list": (symbolic, {**good, "x": [[0.0] * 3] * 4}, False),
+        "mapping": (symbolic, types.MappingProxyType(good), False),
+        "static good": (static, {"x": _zeros(2, 3)}, True),
+        "static transposed": (static, {"x": _zeros(3, 2)}, False),
+        "static big-endian": (static, {"x": _zeros(2, 3).astype(">f4")}, False),
+        "expression": (expression, {"x": _zeros(4)}, False),
+    }
+
+
+def test_the_feed_matcher_accepts_exactly_what_bind_feeds_takes_as_it_is():
+    accepted = set()
+    for name, (g, feeds, _) in _matcher_cases().items():
+        symbols = FeedMatcher(g).symbols(feeds)
+        if symbols is None:
+            continue  # bind_feeds decides: converts, solves, or raises
+        accepted.add(name)
+        env, want = bind_feeds(g, feeds)
+        assert symbols == want, name
+        assert all(env[k] is feeds[k] for k in feeds), name
+    assert accepted == {n for n, (_, _, ok) in _matcher_cases().items() if ok}

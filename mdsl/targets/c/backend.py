@@ -136,7 +136,7 @@ class CVariant:
             PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
         )
         self._input_names = tuple(self.plan.inputs)
-        self._output_count = len(self.plan.outputs)
+        self._output_names = tuple(self.plan.outputs)
         if self._shapes is None:
             outputs = self.plan.graph.outputs
             self._output_specs = [_static_output(n, outputs[n]) for n in self.plan.outputs]
@@ -257,10 +257,12 @@ class CVariant:
             dims_state = self._local.dims_state = (array, _FFI.from_buffer("int64_t[]", array))
         if layout.native is None:
             layout.native = _FFI.from_buffer("int64_t[]", layout.offsets)
-        keep = []  # contiguous copies stay alive for the call
+        copies = []  # contiguous copies of strided inputs stay alive for the call
         for i, name in enumerate(self._input_names):
-            a = np.ascontiguousarray(env[name])
-            keep.append(a)
+            a = env[name]
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+                copies.append(a)
             in_ptrs[i] = _ptr(a)
         outputs = shapes.new_outputs(layout, values, self._output_pool().array)
         for i, a in enumerate(outputs):
@@ -280,7 +282,7 @@ class CVariant:
         self._local.dims = None
         if status != 0 or self._local.error is not None:
             self._raise(status, dims)
-        return dict(zip(self.plan.outputs, shapes.finish(outputs, dims)))
+        return dict(zip(self._output_names, shapes.finish(outputs, dims)))
 
     def _output_pool(self) -> OutputPool:
         """The calling thread's pool of output memory (large outputs reuse the memory of
@@ -294,7 +296,7 @@ class CVariant:
         """Pointer tables and an arena owned by the calling thread (calls run concurrently);
         thread-local, so they are freed with their thread."""
         in_ptrs = _FFI.new("void *[]", max(1, len(self.plan.inputs)))
-        out_ptrs = _FFI.new("void *[]", max(1, self._output_count))
+        out_ptrs = _FFI.new("void *[]", max(1, len(self._output_names)))
         raw = np.empty(arena_size or self._arena_size, np.uint8)
         arena = _FFI.cast("char *", raw.ctypes.data + (-raw.ctypes.data) % ALIGN)
         state = self._local.state = (in_ptrs, out_ptrs, arena)

@@ -172,6 +172,9 @@ class NumbaVariant:
     def __post_init__(self):
         self._consts = [np.ascontiguousarray(c).reshape(-1) for c in self.plan.constants]
         self._outputs = [self.plan.graph.outputs[name] for name in self.plan.outputs]
+        self._input_names, self._output_names = tuple(self.plan.inputs), tuple(self.plan.outputs)
+        if not self.plan.uses_dims:  # worked out once: the per-call path of small graphs
+            self._static_outputs = [(_shape(t), t.dtype.np) for t in self._outputs]
         self._shapes = (
             PlanShapes(self.plan, bind_values=bind_value_dims) if self.plan.uses_dims else None
         )
@@ -230,9 +233,9 @@ class NumbaVariant:
 
     def _run_driver(self, driver, env: dict[str, np.ndarray], *extra) -> dict[str, np.ndarray]:
         shapes = self._shapes
-        inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in self.plan.inputs]
+        inputs = [np.ascontiguousarray(env[name]).reshape(-1) for name in self._input_names]
         if shapes is None:
-            outputs = [np.empty(_shape(t), t.dtype.np) for t in self._outputs]
+            outputs = [np.empty(shape, dtype) for shape, dtype in self._static_outputs]
             standard = (self._arena(), self._callback)
         else:
             values = shapes.symbols(env)
@@ -243,7 +246,10 @@ class NumbaVariant:
             standard = (arena, self._callback, dims, layout.offsets, layout.nbytes)
         flat = [o.reshape(-1) for o in outputs]
         try:
-            with self._thread_setup():
+            if self._parallel:
+                with self._thread_setup():
+                    status = driver(inputs, flat, self._consts, *standard, *extra)
+            else:  # a serial module: numba's thread count does not matter to it
                 status = driver(inputs, flat, self._consts, *standard, *extra)
         except NumbaError as e:
             raise CompileError(
@@ -253,12 +259,12 @@ class NumbaVariant:
         finally:
             self._local.dims = None
         if shapes is None:
-            return dict(zip(self.plan.outputs, outputs))
+            return dict(zip(self._output_names, outputs))
         if status:
             raise shapes.failure(status, dims) or ExecutionError(
                 f"graph {self.plan.graph.name!r}: the run failed (status {status})"
             )
-        return dict(zip(self.plan.outputs, shapes.finish(outputs, dims)))
+        return dict(zip(self._output_names, shapes.finish(outputs, dims)))
 
     @contextlib.contextmanager
     def _thread_setup(self):

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mdsl.codegen import kir
+from mdsl.codegen.channel_shuffle import Shuffle, fold_shuffles, to_channels_last
 from mdsl.codegen.onednn import channel_block
 from mdsl.ir.dtype import DType
 
@@ -64,6 +65,7 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
     slower than mdsl's kernels, so the planner plans them again without oneDNN."""
     if plan.has_control_flow:
         return []
+    shuffles = fold_shuffles(plan, reads)
     rows = {}  # global average pools as poolings, to run on oneDNN if their input is kept
     for i, k in enumerate(plan.kernels):
         pool = _as_pooling(k)
@@ -71,17 +73,18 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
             rows[id(pool)] = k
             plan.kernels[i] = pool
     concats = _channel_concats(plan.kernels)
-    part_of = {id(p): c for c in concats for p in c.parts}
+    part_of: dict[int, _Concat | Shuffle] = {id(p): c for c in concats for p in c.parts}
+    part_of |= {id(s.kernel): s for s in shuffles}
     readers: dict[str, list] = {}
     for k in plan.kernels:
         for b in reads(k):
             readers.setdefault(b, []).append(part_of.get(id(k), k))
-    writers: dict[str, object] = {c.out: c for c in concats}
+    writers: dict[str, object] = {c.out: c for c in (*concats, *shuffles)}
     writers |= {k.out: k for k in plan.kernels if isinstance(k, kir.Conv | kir.Pool)}
     elementwise = [k for k in plan.kernels if id(k) not in part_of and _elementwise(k)]
     writers |= {s.access.buffer: k for k in elementwise for s in k.stores}
     arena = {b for b, spec in plan.buffers.items() if spec.kind == "arena"}
-    layout = _candidates(plan.kernels, concats, elementwise, arena)
+    layout = _candidates(plan.kernels, concats, elementwise, shuffles, arena)
     while True:
         dropped = [b for b in layout if not _holds(b, layout, readers.get(b, []), writers[b])]
         if not dropped:
@@ -92,6 +95,9 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
         _apply(b, tag, readers.get(b, []), writers[b], plan)
     for k in elementwise:
         _elementwise_in_layouts(k, layout)
+    for shuffle in shuffles:
+        if shuffle.out in layout:
+            to_channels_last(shuffle)
     for c in concats:
         if c.out not in layout:  # copies from kept inputs into the NCHW result
             for part in c.parts:
@@ -107,7 +113,11 @@ def _lonely(k) -> bool:
 
 
 def _candidates(
-    kernels: list, concats: list[_Concat], elementwise: list[kir.Pointwise], arena: set[str]
+    kernels: list,
+    concats: list[_Concat],
+    elementwise: list[kir.Pointwise],
+    shuffles: list[Shuffle],
+    arena: set[str],
 ) -> dict[str, str]:
     """Buffer -> layout of every tensor a kernel could write blocked (readers aside)."""
     layout: dict[str, str] = {}
@@ -130,6 +140,10 @@ def _candidates(
             tag = tags.pop() if len(tags) == 1 else None
             if tag and c.out in arena and _whole_blocks(c, channel_block(tag)):
                 layout.setdefault(c.out, tag)
+        for shuffle in shuffles:  # channels last only: a permutation of each pixel's
+            tag = layout.get(shuffle.src, "")
+            if tag and channel_block(tag) == 1 and shuffle.out in arena:
+                layout.setdefault(shuffle.out, tag)
         if len(layout) == before:
             break
     return layout
@@ -142,6 +156,8 @@ def _holds(b: str, layout: dict[str, str], readers: list, writer) -> bool:
         return False
     if isinstance(writer, _Concat) and any(layout.get(s) != tag for s in writer.sources):
         return False
+    if isinstance(writer, Shuffle) and layout.get(writer.src) != tag:
+        return False
     if isinstance(writer, kir.Pointwise) and not _one_layout(writer, layout):
         return False
     shape = _shape_of(writer)
@@ -152,7 +168,7 @@ def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
     """Whether reader `r` can take tensor `b` (NCHW `shape`) in layout `tag`."""
     if isinstance(r, kir.Pool) and _global(r) and r.out not in layout:
         return r.c % channel_block(tag) == 0  # its (n, c, 1, 1) result is NCHW alike
-    if isinstance(r, kir.Pool):
+    if isinstance(r, kir.Pool | Shuffle):
         return layout.get(r.out) == tag  # blocked in, blocked out
     if isinstance(r, _Concat):  # blocked in and out, or copied from `tag` into NCHW
         if r.out in layout:
@@ -178,6 +194,8 @@ def _shape_of(writer) -> tuple:
         return tuple(writer.out_shape)
     if isinstance(writer, kir.Pool):
         return (writer.n, writer.c, *writer.out_spatial)
+    if isinstance(writer, Shuffle):
+        return writer.shape
     if isinstance(writer, _Concat):
         n, _, h, w = writer.parts[0].shape
         return (n, sum(p.shape[1] for p in writer.parts), h, w)
@@ -185,8 +203,8 @@ def _shape_of(writer) -> tuple:
 
 
 def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
-    if isinstance(writer, kir.Pointwise):
-        elements = 0  # its channels fill whole blocks: as many floats as NCHW
+    if isinstance(writer, kir.Pointwise | Shuffle):
+        elements = 0  # its channels fill whole blocks (or are last): as many floats as NCHW
     elif isinstance(writer, kir.Conv):
         writer.out_layout = tag
         elements = writer.onednn_dst_elems

@@ -796,6 +796,9 @@ def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str
     last = {b: life[1] for b, life in plan.lifetimes.items()}
     out = {}
     for step, k in steps:
+        if _sums_into_residual(k, plan) and last.get(k.residual) == step:
+            out[k.out] = k.residual
+            continue
         if not isinstance(k, kir.Pointwise) or len(k.stores) != 1:
             continue
         store = k.stores[0].access
@@ -813,6 +816,18 @@ def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str
                 out[store.buffer] = load.buffer
                 break
     return out
+
+
+def _sums_into_residual(k, plan: Plan) -> bool:
+    """A oneDNN convolution whose sum post-op may add into its residual's buffer in
+    place: the residual (in the layout of the result, an arena buffer, not the source)
+    is first put where the result goes, which the memory plan can then skip (ResNet's and
+    ShuffleNet's residual Add)."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.residual == k.x:
+        return False
+    if k.residual_layout != k.out_layout:
+        return False
+    return all(plan.buffers[b].kind == "arena" for b in (k.out, k.residual))
 
 
 def _stored(node: Node) -> bool:

@@ -474,6 +474,20 @@ def blocks_of(k) -> list[Block]:
     return []
 
 
+def same_place_copy(k) -> tuple[str, str] | None:
+    """(source, destination) buffers of a kernel that only copies elements to the same
+    positions of another buffer (a Reshape, Squeeze, Flatten, Identity): when the memory
+    plan puts the destination in place of the source, the copy has nothing to do."""
+    if not isinstance(k, Pointwise) or k.lets or len(k.stores) != 1 or len(k.loads) != 1:
+        return None
+    (var, load), store = next(iter(k.loads.items())), k.stores[0]
+    if store.value.op != "var" or store.value.value != var:
+        return None
+    out = store.access
+    same = (load.dtype, load.offset, load.strides) == (out.dtype, out.offset, out.strides)
+    return (load.buffer, out.buffer) if same and load.buffer != out.buffer else None
+
+
 def walk_kernels(kernels: list) -> list:
     """Every kernel of `kernels` and of the blocks inside them, in preorder (a
     control-flow kernel before the kernels of its blocks)."""

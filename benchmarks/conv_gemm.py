@@ -245,19 +245,25 @@ def _interleaved(fns: dict, rounds: int, budget_s: float) -> dict[str, list[floa
 def _blocks(fns: dict, budget_s: float, blocks: int = 6) -> dict[str, list[float]]:
     """Per-block median call time of every fn, the fns taking turns in blocks of calls
     (the first two calls of a block untimed). For more than one thread: ORT's pool keeps
-    spinning for a long time after a run and took a core from every mdsl call that
-    followed, a state a user running one runtime never sees; in blocks each runtime runs
-    as it would alone, and alternating blocks still share the machine's load."""
+    spinning for a while after a run (about 50 ms of its worker's CPU time at 2 threads)
+    and took a core from every mdsl call that followed, a state a user running one runtime
+    never sees; in blocks, each after `COOLDOWN_S` of sleep so the last block's pool has
+    gone to sleep, each runtime runs as it would alone, and alternating blocks still share
+    the machine's load."""
     for fn in fns.values():
         fn()
-    once = max(_time(fn, 1) for fn in fns.values())
+    once = max(min(_time(fn, 1) for _ in range(3)) for fn in fns.values())
     calls = max(5, int(budget_s / (blocks * len(fns) * once)))
     times = {k: [] for k in fns}
     for _ in range(blocks):
         for key, fn in fns.items():
+            time.sleep(COOLDOWN_S)
             fn(), fn()
             times[key].append(statistics.median(_time(fn, 1) for _ in range(calls)))
     return times
+
+
+COOLDOWN_S = 0.2
 
 
 CLOCK = [time.perf_counter]
@@ -342,6 +348,7 @@ def run_thread_rule(name: str, budget_s: float) -> dict:
     ratios = sorted(a / b for a, b in zip(times["mdsl 2T"], times["mdsl 1T"]))
     row = {k: 1e3 * statistics.median(v) for k, v in times.items()}
     row.update(case=name, ratio=statistics.median(ratios), spread=(ratios[0], ratios[-1]))
+    row["mean_ratio"] = statistics.mean(times["mdsl 2T"]) / statistics.mean(times["mdsl 1T"])
     return row
 
 
@@ -416,15 +423,16 @@ def main(argv=None) -> int:
 
 def _print_thread_rule(names: list[str], budget_s: float) -> int:
     print(
-        "| case | mdsl 1T ms | mdsl 2T ms | ORT 1T ms | ORT 2T ms | mdsl 2T / 1T median | spread |"
+        "| case | mdsl 1T ms | mdsl 2T ms | ORT 1T ms | ORT 2T ms | mdsl 2T / 1T median | spread "
+        "| mean 2T / mean 1T |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name in names:
         r = run_thread_rule(name, budget_s)
         lo, hi = r["spread"]
         print(
             f"| {name} | {r['mdsl 1T']:.3f} | {r['mdsl 2T']:.3f} | {r['ORT 1T']:.3f} "
-            f"| {r['ORT 2T']:.3f} | {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} |",
+            f"| {r['ORT 2T']:.3f} | {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} | {r['mean_ratio']:.2f} |",
             flush=True,
         )
     return 0

@@ -29,14 +29,23 @@ in and out alike, per-channel operands contiguous along the inner loop.
 Graph inputs and outputs, and tensors any other kernel reads, stay NCHW: the reorders
 happen only at the boundaries of a chain. The blocked set is the largest one meeting
 those rules (candidates are dropped until every rule holds).
+
+At a chain's start, an NCHW tensor several oneDNN convolutions read in one layout (a
+ResNet block's input: the first convolution's source and the last one's residual) is
+reordered once: the first keeps its reordered source in a buffer the others read. At a
+chain's end, a convolution with an NCHW result computes in its kept residual's buffer
+when it reads that last (its sum post-op needs the residual in the destination anyway),
+then reorders to NCHW; with a kept result, the memory plan puts the result over such a
+residual (`plan._sums_into_residual`) and the copy into the destination is skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mdsl.codegen import kir
+from mdsl.codegen.channel_shuffle import Shuffle, fold_shuffles, to_channels_last
 from mdsl.codegen.onednn import channel_block
 from mdsl.ir.dtype import DType
 
@@ -64,6 +73,7 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
     slower than mdsl's kernels, so the planner plans them again without oneDNN."""
     if plan.has_control_flow:
         return []
+    shuffles = fold_shuffles(plan, reads)
     rows = {}  # global average pools as poolings, to run on oneDNN if their input is kept
     for i, k in enumerate(plan.kernels):
         pool = _as_pooling(k)
@@ -71,17 +81,18 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
             rows[id(pool)] = k
             plan.kernels[i] = pool
     concats = _channel_concats(plan.kernels)
-    part_of = {id(p): c for c in concats for p in c.parts}
+    part_of: dict[int, _Concat | Shuffle] = {id(p): c for c in concats for p in c.parts}
+    part_of |= {id(s.kernel): s for s in shuffles}
     readers: dict[str, list] = {}
     for k in plan.kernels:
         for b in reads(k):
             readers.setdefault(b, []).append(part_of.get(id(k), k))
-    writers: dict[str, object] = {c.out: c for c in concats}
+    writers: dict[str, object] = {c.out: c for c in (*concats, *shuffles)}
     writers |= {k.out: k for k in plan.kernels if isinstance(k, kir.Conv | kir.Pool)}
     elementwise = [k for k in plan.kernels if id(k) not in part_of and _elementwise(k)]
     writers |= {s.access.buffer: k for k in elementwise for s in k.stores}
     arena = {b for b, spec in plan.buffers.items() if spec.kind == "arena"}
-    layout = _candidates(plan.kernels, concats, elementwise, arena)
+    layout = _candidates(plan.kernels, concats, elementwise, shuffles, arena)
     while True:
         dropped = [b for b in layout if not _holds(b, layout, readers.get(b, []), writers[b])]
         if not dropped:
@@ -92,12 +103,88 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
         _apply(b, tag, readers.get(b, []), writers[b], plan)
     for k in elementwise:
         _elementwise_in_layouts(k, layout)
+    for shuffle in shuffles:
+        if shuffle.out in layout:
+            to_channels_last(shuffle)
     for c in concats:
         if c.out not in layout:  # copies from kept inputs into the NCHW result
             for part in c.parts:
                 _elementwise_in_layouts(part, layout)
     plan.kernels = [rows[id(k)] if id(k) in rows and not k.layout else k for k in plan.kernels]
-    return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
+    lonely = [k.nodes[0].name for k in plan.kernels if _lonely(k)]
+    if not lonely:
+        _reorder_shared_sources_once(plan)
+        _destinations_in_residuals(plan, reads)
+        for k in plan.kernels:
+            _trim_scratch(k, plan)
+    return lonely
+
+
+def _reorder_shared_sources_once(plan) -> None:
+    """An NCHW tensor that oneDNN convolutions read in one layout more than once (as a
+    source, or as a residual in their destination's layout: a ResNet block's input) is
+    reordered once. The first of them reads it as its source and keeps its reordered
+    copy in a new buffer; the others read that copy, in place of a reorder each."""
+    for b, users in _blocked_uses(plan).items():
+        first, tag = users[0]
+        if len(users) < 2 or first.x != b or not all(t == tag for _, t in users):
+            continue
+        copy = f"{b}_{tag}"
+        elements = first.onednn_src_elems  # the floats of its layout, channels padded
+        plan.buffers[copy] = replace(
+            plan.buffers[b], name=copy, tensor=None, elements=elements, kind="arena", slot=0
+        )
+        first.x_copy, first.x_copy_layout = copy, tag
+        for k, _ in users[1:]:
+            if k.x == b:
+                k.x, k.x_layout = copy, tag
+            if k.residual == b:
+                k.residual, k.residual_layout = copy, tag
+
+
+def _blocked_uses(plan) -> dict[str, list]:
+    """NCHW tensor -> [(oneDNN convolution, the layout it reorders it into)] for each
+    one that reads it through a reorder of its own, in kernel order."""
+    uses: dict[str, list] = {}
+    for k in plan.kernels:
+        if not isinstance(k, kir.Conv) or not k.onednn or k.x == k.residual:
+            continue
+        if not k.x_layout and k.src_layout and k.onednn_src_elems:
+            uses.setdefault(k.x, []).append((k, k.src_layout))
+        if k.residual and not k.residual_layout and k.dst_layout:
+            uses.setdefault(k.residual, []).append((k, k.dst_layout))
+    return uses
+
+
+def _destinations_in_residuals(plan, reads: Callable[[object], set[str]]) -> None:
+    """A oneDNN convolution that writes an NCHW result through a scratch destination, and
+    reads last a kept residual in that destination's layout, computes in the residual's
+    buffer: its sum post-op needs the residual there, so nothing is copied."""
+    last: dict[str, object] = {}
+    for k in plan.kernels:
+        for b in reads(k):
+            last[b] = k
+    for k in plan.kernels:
+        if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.out_layout:
+            continue
+        in_place = k.residual_layout and k.residual_layout == k.dst_layout
+        if in_place and last.get(k.residual) is k and plan.buffers[k.residual].kind == "arena":
+            k.dst_in_residual = True
+
+
+def _trim_scratch(k, plan) -> None:
+    """The scratch of a oneDNN convolution without the reordered source or destination
+    it does not need: its tensors are kept in the layouts its primitives choose at every
+    team size (the generated code refuses a primitive needing a reorder it has no room
+    for, rather than write past the scratch)."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.scratch or not k.same_layouts:
+        return
+    if (k.x_copy_layout or k.x_layout) == k.src_layout:
+        k.onednn_src_elems = 0
+    if k.out_layout == k.dst_layout or k.dst_in_residual:
+        k.onednn_dst_elems = 0
+    k.scratch_elems = k.onednn_src_elems + k.onednn_dst_elems
+    plan.buffers[k.scratch].elements = k.scratch_elems
 
 
 def _lonely(k) -> bool:
@@ -107,7 +194,11 @@ def _lonely(k) -> bool:
 
 
 def _candidates(
-    kernels: list, concats: list[_Concat], elementwise: list[kir.Pointwise], arena: set[str]
+    kernels: list,
+    concats: list[_Concat],
+    elementwise: list[kir.Pointwise],
+    shuffles: list[Shuffle],
+    arena: set[str],
 ) -> dict[str, str]:
     """Buffer -> layout of every tensor a kernel could write blocked (readers aside)."""
     layout: dict[str, str] = {}
@@ -130,6 +221,10 @@ def _candidates(
             tag = tags.pop() if len(tags) == 1 else None
             if tag and c.out in arena and _whole_blocks(c, channel_block(tag)):
                 layout.setdefault(c.out, tag)
+        for shuffle in shuffles:  # channels last only: a permutation of each pixel's
+            tag = layout.get(shuffle.src, "")
+            if tag and channel_block(tag) == 1 and shuffle.out in arena:
+                layout.setdefault(shuffle.out, tag)
         if len(layout) == before:
             break
     return layout
@@ -142,6 +237,8 @@ def _holds(b: str, layout: dict[str, str], readers: list, writer) -> bool:
         return False
     if isinstance(writer, _Concat) and any(layout.get(s) != tag for s in writer.sources):
         return False
+    if isinstance(writer, Shuffle) and layout.get(writer.src) != tag:
+        return False
     if isinstance(writer, kir.Pointwise) and not _one_layout(writer, layout):
         return False
     shape = _shape_of(writer)
@@ -152,7 +249,7 @@ def _reads(r, b: str, tag: str, layout: dict[str, str], shape: tuple) -> bool:
     """Whether reader `r` can take tensor `b` (NCHW `shape`) in layout `tag`."""
     if isinstance(r, kir.Pool) and _global(r) and r.out not in layout:
         return r.c % channel_block(tag) == 0  # its (n, c, 1, 1) result is NCHW alike
-    if isinstance(r, kir.Pool):
+    if isinstance(r, kir.Pool | Shuffle):
         return layout.get(r.out) == tag  # blocked in, blocked out
     if isinstance(r, _Concat):  # blocked in and out, or copied from `tag` into NCHW
         if r.out in layout:
@@ -178,6 +275,8 @@ def _shape_of(writer) -> tuple:
         return tuple(writer.out_shape)
     if isinstance(writer, kir.Pool):
         return (writer.n, writer.c, *writer.out_spatial)
+    if isinstance(writer, Shuffle):
+        return writer.shape
     if isinstance(writer, _Concat):
         n, _, h, w = writer.parts[0].shape
         return (n, sum(p.shape[1] for p in writer.parts), h, w)
@@ -185,8 +284,8 @@ def _shape_of(writer) -> tuple:
 
 
 def _apply(b: str, tag: str, readers: list, writer, plan) -> None:
-    if isinstance(writer, kir.Pointwise):
-        elements = 0  # its channels fill whole blocks: as many floats as NCHW
+    if isinstance(writer, kir.Pointwise | Shuffle):
+        elements = 0  # its channels fill whole blocks (or are last): as many floats as NCHW
     elif isinstance(writer, kir.Conv):
         writer.out_layout = tag
         elements = writer.onednn_dst_elems

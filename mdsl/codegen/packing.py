@@ -166,7 +166,7 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     depthwise = k.group > 1 and k.group == k.c == k.cout
     if (k.kh * k.kw == 1 or depthwise) and not chained:
         return k
-    if k.kh * k.kw == 1 and k.group > 1:  # ShuffleNet's: slower than mdsl's (measured)
+    if k.kh * k.kw == 1 and k.group > 1:  # ShuffleNet's: not faster than mdsl's (measured)
         return k
     value = constant_value(w)
     if value is None or value.dtype != np.float32:
@@ -191,6 +191,7 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems
     k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
+    k.same_layouts = probe.same_layouts
     k.scratch_elems = probe.src_elems + probe.dst_elems
     return k
 
@@ -247,13 +248,14 @@ def _silu(sigmoid: Node, rest: list[Node], value: Tensor) -> bool:
 _THROUGH = ("Relu", "Clip", "Add")  # what oneDNN fuses between convolutions
 _LAYOUT_KEEPING = ("MaxPool", "AveragePool", "Concat")  # what keeps its layout (`blocked`)
 _ELEMENT_WISE = ("BatchNormalization", "Mul", "Sub")  # run in the kept layout (`blocked`)
+_SHUFFLE = ("Reshape", "Transpose")  # a channel shuffle (`channel_shuffle`)
 
 
 def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
     """Whether the convolution `anchor` reads another convolution's result (through
-    ReLU, Clip, Add, pooling, Concat or a per-channel BatchNorm, Mul, Sub) or, unless it is depthwise, only convolutions,
-    poolings and Concats read its group's `outputs` (a depthwise convolution reading a
-    channel shuffle, as ShuffleNet's, measured slower on oneDNN with its reorder)."""
+    ReLU, Clip, Add, pooling, Concat, a per-channel BatchNorm, Mul, Sub or a channel
+    shuffle) or, unless it is depthwise, only convolutions, poolings and Concats read
+    its group's `outputs`."""
     graph = anchor.graph
     if graph is None:
         return False
@@ -263,8 +265,11 @@ def chained_to_conv(anchor: Node, outputs: list[Tensor]) -> bool:
         node = t.producer
         if node is not None and node.op_type == "Conv":
             return True
-        if node is not None and node.op_type in _THROUGH + _LAYOUT_KEEPING + _ELEMENT_WISE:
-            first = node.op_type in ("Clip", "BatchNormalization")
+        if (
+            node is not None
+            and node.op_type in _THROUGH + _LAYOUT_KEEPING + _ELEMENT_WISE + _SHUFFLE
+        ):
+            first = node.op_type in ("Clip", "BatchNormalization", "Reshape")
             frontier += [i for i in node.inputs[: 1 if first else None] if i is not None]
     group, channels = anchor.attrs.get("group", 1), anchor.inputs[0].shape[1]
     if group > 1 and group == channels == anchor.outputs[0].shape[1]:

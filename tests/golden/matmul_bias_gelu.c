@@ -102,6 +102,12 @@ static inline float mdsl_tanh_f32(float a) {
     const float y = (a < 0.0004f && a > -0.0004f) ? a : p / q;
     return a != a ? a : y;
 }
+/* x ** 2 and x ** 3 with a constant exponent (mdsl.targets.c.expr): at most one rounding
+   more than powf's, and vectorizable */
+static inline float mdsl_pow2f(float x) { return x * x; }
+static inline double mdsl_pow2(double x) { return x * x; }
+static inline float mdsl_pow3f(float x) { return x * x * x; }
+static inline double mdsl_pow3(double x) { return x * x * x; }
 static inline float mdsl_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double mdsl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline float mdsl_pymod_ff(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
@@ -184,31 +190,186 @@ static inline uint32_t mdsl_sat_uint32_t(double x) { if (x != x) return 0; if (x
 static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x <= 0.0) return (uint64_t)0.0; if (x >= 18446744073709549568.0) return (uint64_t)18446744073709549568.0; return (uint64_t)x; }
 /* ---- team size per call: one thread or the whole team, whichever has been faster ----
    A fork-join team waits at every barrier for its slowest thread; when another process
-   holds a core, that thread waits for the scheduler and a call on two threads can take
-   many times as long as on one. So each call runs either on one thread or on up to
-   mdsl_team_max threads (0: every processor), times itself, and keeps the faster choice.
-   The other is tried again after a number of calls that doubles each time it loses (up
-   to MDSL_TEAM_PROBE_MAX calls, and at most MDSL_TEAM_PROBE_SECONDS apart: a load that
-   passed, such as another runtime's pool spinning after its own call, must not keep the
-   team off for thousands of long calls), or at once when the choice gets slower than the
-   other's last time, so a load that comes or goes is noticed; the choice changes after two winning
-   probes in a row, and the whole team must be faster by MDSL_TEAM_MARGIN: under load its
-   times have a long tail (a call waits whenever the scheduler holds a thread back) that
-   one lucky call hides, while on an idle machine it wins by far more than the margin. */
+   holds a core (or another runtime's pool still spins on it), that thread waits for the
+   scheduler, and a call on two threads took 10-100x as long as on one. So each call runs
+   either on one thread or on up to mdsl_team_max threads (0: every processor), times
+   itself, and keeps the faster choice. The policy is a pure function of the calls' times
+   (mdsl_team_pick / mdsl_team_record; tests drive it with made-up times):
+   - the choice's time is the median of its last MDSL_TEAM_WINDOW calls, so a passing
+     spike (a page fault, a neighbour's burst) does not move it;
+   - a probe runs the other team size for up to MDSL_TEAM_PROBE_CALLS calls in a row and
+     wins only if every one of them beats the choice (the whole team by MDSL_TEAM_MARGIN:
+     under load its times have a long tail that one lucky call hides); the first call that
+     does not beat it ends the probe, so a clearly losing probe costs one call;
+   - a lost probe is tried again soon (MDSL_TEAM_PROBE_MIN calls: a load that was passing,
+     such as another runtime's pool spinning after its own calls, is gone by then); the
+     gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
+     probe is due at least every MDSL_TEAM_PROBE_SECONDS;
+   - but probes of the whole team may cost at most MDSL_TEAM_PROBE_SHARE of the time: a
+     probe's cost (what its calls took beyond the choice's time) is paid from a credit
+     that grows by that share of the time passing, up to MDSL_TEAM_CREDIT_CALLS of the
+     choice's calls, and no such probe starts while it is negative (under load one
+     whole-team call can cost as much as a hundred calls on one thread). Probes of one
+     thread are not held back: a call on one thread costs what the load makes it cost,
+     and a slow one must not keep calls on a whole team the load has made slower;
+   - before a probe of the whole team, the machine's run queue (/proc/loadavg) is asked
+     whether there is a processor free for each further thread; if not, the probe counts
+     as lost at no cost. A hint only: after MDSL_TEAM_HINT_SKIPS such skips in a row the
+     next probe runs (a container may see the whole host's run queue); each time that
+     probe loses too, the hint is trusted for twice as many skips (up to
+     MDSL_TEAM_HINT_SKIPS_MAX), and a probe that wins trusts it as little as at first;
+   - a choice whose recent time rose above the other's time at its last probe, or one call
+     of it twice that time, probes the other at once (within that share), so a load that
+     comes or goes is noticed. */
+#ifdef __linux__
+#include <fcntl.h>
+#include <unistd.h>
+#endif
 #define MDSL_TEAM_PROBE_MIN 8
 #define MDSL_TEAM_PROBE_MAX 256
+#define MDSL_TEAM_PROBE_CALLS 3
+#define MDSL_TEAM_WINDOW 5
 #define MDSL_TEAM_MARGIN 1.1
 #define MDSL_TEAM_PROBE_SECONDS 1.0
+#define MDSL_TEAM_PROBE_SHARE 0.02
+#define MDSL_TEAM_CREDIT_CALLS 8
+#define MDSL_TEAM_HINT_SKIPS 3
+#define MDSL_TEAM_HINT_SKIPS_MAX 48
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* Times are a call's seconds, a whole-team call's multiplied by MDSL_TEAM_MARGIN. */
+typedef struct {
+    int choice;                        /* 0: one thread, 1: the whole team */
+    double recent[MDSL_TEAM_WINDOW];   /* the choice's last calls (a ring) */
+    int recent_count, recent_next;
+    double last;                       /* the choice's last call */
+    double other;                      /* the other team size's best time at its last probe */
+    double first[2];                   /* the first calls' warm times, by team size */
+    int64_t calls, next_probe;
+    int losses, skips;                 /* probes lost in a row; of them, skipped by the hint */
+    int skip_limit;                    /* skips in a row before a probe runs all the same */
+    int probe_calls;                   /* calls of the probe under way (0: none) */
+    double probe_times[MDSL_TEAM_PROBE_CALLS];
+    double probed_at;                  /* when the last probe ended */
+    double credit, credit_at;          /* seconds probes may still cost; when it last grew */
+} mdsl_team_policy;
+
+static double mdsl_team_median(const double *times, int n) {
+    double sorted[MDSL_TEAM_WINDOW];
+    for (int i = 0; i < n; ++i) {  /* insertion sort: n <= 5 */
+        int j = i;
+        for (; j > 0 && sorted[j - 1] > times[i]; --j) sorted[j] = sorted[j - 1];
+        sorted[j] = times[i];
+    }
+    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+static double mdsl_team_recent(const mdsl_team_policy *p) {
+    return mdsl_team_median(p->recent, p->recent_count);
+}
+static void mdsl_team_remember(mdsl_team_policy *p, double t) {
+    p->recent[p->recent_next] = t;
+    p->last = t;
+    p->recent_next = (p->recent_next + 1) % MDSL_TEAM_WINDOW;
+    if (p->recent_count < MDSL_TEAM_WINDOW) p->recent_count++;
+}
+
+/* The team size of the next call at time `now`: 0 (one thread) or 1 (the whole team). */
+static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
+    if (p->calls < 4) return (int)(p->calls & 1);  /* both once cold, once warm */
+    if (p->probe_calls > 0) return !p->choice;
+    const int due = p->calls >= p->next_probe || now - p->probed_at >= MDSL_TEAM_PROBE_SECONDS;
+    return due && (p->choice == 1 || p->credit >= 0.0) ? !p->choice : p->choice;
+}
+/* Whether the call mdsl_team_pick chose starts a probe of the whole team that the run
+   queue hint may skip. */
+static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
+    return p->calls >= 4 && team == 1 && p->choice == 0 && p->probe_calls == 0 &&
+           p->skips < p->skip_limit;
+}
+
+static void mdsl_team_lost(mdsl_team_policy *p, double now) {
+    int64_t gap = MDSL_TEAM_PROBE_MIN;  /* the first loss is tried again soon */
+    for (int i = 0; i < p->losses && gap < MDSL_TEAM_PROBE_MAX; ++i) gap *= 2;
+    p->losses++;
+    p->next_probe = p->calls + (gap < MDSL_TEAM_PROBE_MAX ? gap : MDSL_TEAM_PROBE_MAX);
+    p->probed_at = now;
+}
+/* The probe mdsl_team_pick chose for this call is skipped: the run queue has no room. */
+static void mdsl_team_skip(mdsl_team_policy *p, double now) {
+    p->skips++;
+    mdsl_team_lost(p, now);
+}
+/* A probe ends: won against the choice's time `mine`, or lost. */
+static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, double now) {
+    p->probed_at = now;
+    if (won) p->skip_limit = MDSL_TEAM_HINT_SKIPS;
+    else if (p->skips > 0 && p->skip_limit < MDSL_TEAM_HINT_SKIPS_MAX) p->skip_limit *= 2;
+    p->skips = 0;
+    if (won) {  /* the probe's calls are the new choice's recent times */
+        p->choice = !p->choice;
+        p->recent_count = p->recent_next = 0;
+        for (int i = 0; i < p->probe_calls; ++i) mdsl_team_remember(p, p->probe_times[i]);
+        p->other = mine;
+        p->losses = 0;
+        p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
+    } else {  /* the other's best call: a spike that ended the probe must not hide it */
+        p->other = p->probe_times[0];
+        for (int i = 1; i < p->probe_calls; ++i)
+            p->other = p->probe_times[i] < p->other ? p->probe_times[i] : p->other;
+        mdsl_team_lost(p, now);
+    }
+    p->probe_calls = 0;
+}
+
+/* What a call on `team` that took `seconds` and ended at `now` tells the policy. */
+static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, double now) {
+    const int64_t call = p->calls++;
+    const double t = seconds * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
+    if (call >= 4) {
+        const double cap = MDSL_TEAM_CREDIT_CALLS * mdsl_team_recent(p);
+        p->credit += MDSL_TEAM_PROBE_SHARE * (now - p->credit_at);
+        p->credit = p->credit < cap ? p->credit : cap;
+        p->credit_at = now;
+    }
+    if (call < 4) {
+        p->first[team] = t;
+        if (call < 3) return;
+        p->choice = p->first[1] < p->first[0];
+        mdsl_team_remember(p, p->first[p->choice]);
+        p->other = p->first[!p->choice];
+        p->probed_at = p->credit_at = now;
+        p->skip_limit = MDSL_TEAM_HINT_SKIPS;
+        p->credit = MDSL_TEAM_CREDIT_CALLS * p->first[p->choice];
+        p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
+        return;
+    }
+    if (team == p->choice) {
+        mdsl_team_remember(p, t);
+        const int slower = mdsl_team_recent(p) > p->other || t > 2.0 * p->other;
+        if (slower && p->calls < p->next_probe) {  /* slower than the other's last time */
+            p->next_probe = p->calls;  /* probe it now, and soon again if that probe loses */
+            p->losses = 0;
+        }
+        return;
+    }
+    /* the choice's time: its recent median; for the whole team, its last call when that
+       was slower (a core taken makes whole-team calls many times slower: one more such
+       call costs more than a probe of one thread, whose calls are at worst as slow as
+       the machine's load makes them) */
+    const double recent = mdsl_team_recent(p);
+    const double mine = p->choice == 1 && p->last > recent ? p->last : recent;
+    p->probe_times[p->probe_calls++] = t;
+    if (team == 1) p->credit -= t > mine ? t - mine : 0.0;
+    if (t >= mine) mdsl_team_probe_ends(p, 0, mine, now);
+    else if (p->probe_calls == MDSL_TEAM_PROBE_CALLS) mdsl_team_probe_ends(p, 1, mine, now);
+}
+
 static int mdsl_team_max = 0;
-static double mdsl_team_seconds[2];  /* [0]: one thread, [1]: the whole team */
-static int64_t mdsl_team_calls = 0, mdsl_team_next_probe = 4 + MDSL_TEAM_PROBE_MIN, mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
-static int mdsl_team_choice = 1, mdsl_team_won = 0;
-static double mdsl_team_probed_at = 0.0;  /* when the last probe ended */
+static mdsl_team_policy mdsl_team_state;
 
 /* The whole team: mdsl_set_threads's count, else OMP_NUM_THREADS, else every processor
    (not omp_get_max_threads: the calls of every mdsl library set that per thread). */
@@ -231,18 +392,43 @@ static void mdsl_team_full(void) {
     omp_set_num_threads(mdsl_team_size());
 #endif
 }
+/* Whether the run queue leaves no processor free for each of `size - 1` more threads:
+   /proc/loadavg's fourth field counts the threads running or ready to run, this one
+   among them ("3/125"). 0 where it cannot be read. */
+static int mdsl_team_crowded(int size) {
+#ifdef __linux__
+    char text[128];
+    const int fd = open("/proc/loadavg", O_RDONLY);
+    if (fd < 0) return 0;
+    const ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    text[n] = 0;
+    const char *field = text;
+    for (int i = 0; i < 3 && field; ++i) {
+        field = strchr(field, ' ');
+        if (field) ++field;
+    }
+    const long running = field ? strtol(field, NULL, 10) : 0;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return running > 0 && cpus > 0 && running + size - 1 > cpus;
+#else
+    (void)size;
+    return 0;
+#endif
+}
 /* The team of this call: 0 (one thread), 1 (whole team) or -1 (only one thread exists). */
 static int mdsl_team_begin(double *t0) {
     const int size = mdsl_team_size();
     int team = -1;
     *t0 = 0.0;
     if (size > 1) {
-        const int64_t call = mdsl_team_calls++;
         *t0 = mdsl_clock();
-        const int due = call >= mdsl_team_next_probe ||
-                        *t0 - mdsl_team_probed_at > MDSL_TEAM_PROBE_SECONDS;
-        if (call < 4) team = (int)(call & 1);  /* both once cold, once warm */
-        else team = due ? !mdsl_team_choice : mdsl_team_choice;
+        team = mdsl_team_pick(&mdsl_team_state, *t0);
+        if (mdsl_team_may_skip(&mdsl_team_state, team) && mdsl_team_crowded(size)) {
+            mdsl_team_skip(&mdsl_team_state, *t0);
+            team = 0;
+        }
     }
 #ifdef _OPENMP
     omp_set_num_threads(team == 1 ? size : 1);
@@ -252,37 +438,7 @@ static int mdsl_team_begin(double *t0) {
 static void mdsl_team_end(int team, double t0) {
     if (team < 0) return;
     const double now = mdsl_clock();
-    const double seconds = (now - t0) * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
-    const int64_t calls = mdsl_team_calls;
-    if (calls <= 4) {
-        mdsl_team_seconds[team] = seconds;
-        if (calls == 4) mdsl_team_choice = mdsl_team_seconds[1] < mdsl_team_seconds[0];
-        return;
-    }
-    if (team == mdsl_team_choice) {  /* the choice's recent time: follows a changing load */
-        mdsl_team_seconds[team] = 0.75 * mdsl_team_seconds[team] + 0.25 * seconds;
-        if (mdsl_team_seconds[team] > mdsl_team_seconds[!team] && calls < mdsl_team_next_probe)
-            mdsl_team_next_probe = calls;  /* it got slower than the other's last time: probe */
-        return;
-    }
-    /* a probe of the other team size: the choice changes when two probes in a row win */
-    mdsl_team_probed_at = now;
-    mdsl_team_seconds[team] = seconds;
-    if (seconds >= mdsl_team_seconds[!team]) {
-        mdsl_team_won = 0;
-        mdsl_team_gap = mdsl_team_gap * 2 < MDSL_TEAM_PROBE_MAX ? mdsl_team_gap * 2 : MDSL_TEAM_PROBE_MAX;
-        mdsl_team_next_probe = calls + mdsl_team_gap;
-        return;
-    }
-    if (!mdsl_team_won) {  /* one lucky call is not enough: probe again on the next one */
-        mdsl_team_won = 1;
-        mdsl_team_next_probe = calls;
-        return;
-    }
-    mdsl_team_won = 0;
-    mdsl_team_choice = team;  /* the other one is faster */
-    mdsl_team_gap = MDSL_TEAM_PROBE_MIN;
-    mdsl_team_next_probe = calls + mdsl_team_gap;
+    mdsl_team_record(&mdsl_team_state, team, now - t0, now);
 }
 /* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
    B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at

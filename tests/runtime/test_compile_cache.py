@@ -394,7 +394,7 @@ def test_the_key_sees_onednn_turned_off_or_moved_without_loading_it(monkeypatch,
 
 def test_keying_and_loading_leave_the_cycle_collector_as_they_found_it(work):
     """Paused while keying and loading, on after (off if the user turned it off), and
-    nothing left in the permanent generation."""
+    the permanent generation as it was (empty, or what the process froze)."""
     import gc
 
     mdsl.compile(graph("collector"), backend="c")
@@ -408,3 +408,10 @@ def test_keying_and_loading_leave_the_cycle_collector_as_they_found_it(work):
         assert not gc.isenabled()
     finally:
         gc.enable()
+    gc.freeze()  # a process that froze its objects keeps them frozen
+    try:
+        count = gc.get_freeze_count()
+        mdsl.compile(graph("collector"), backend="c")
+        assert 0 < gc.get_freeze_count() <= count  # not thawed (some died meanwhile)
+    finally:
+        gc.unfreeze()

@@ -1,5 +1,7 @@
 """3-D pooling is generated code in C and numba (no Python callback), equal to PyTorch:
-max and average, strides, pads, dilations, ceil_mode and count_include_pad."""
+max and average, strides, pads, dilations, ceil_mode and count_include_pad. 2-D pooling
+on C pools a row of outputs at once (windows cut by the padding at its ends, none whole
+in a narrow row): equal to PyTorch too."""
 
 from __future__ import annotations
 
@@ -69,3 +71,40 @@ def test_max_pooling_keeps_nan_and_infinities_on_c(shape):
     np.testing.assert_array_equal(got, want)
     pool = F.max_pool2d if rank == 2 else F.max_pool3d
     np.testing.assert_array_equal(got, pool(torch.from_numpy(x), 3, 2, 1).numpy())
+
+
+X2 = np.random.default_rng(5).standard_normal((2, 3, 11, 13)).astype(np.float32)
+
+CASES_2D = {
+    "max-s2-p1": (
+        lambda x: ops.max_pool(x, 3, strides=2, pads=1),
+        lambda x: F.max_pool2d(x, 3, 2, 1),
+    ),
+    "max-dilated-ceil": (
+        lambda x: ops.max_pool(x, (2, 3), strides=2, pads=1, dilations=2, ceil_mode=True),
+        lambda x: F.max_pool2d(x, (2, 3), 2, 1, dilation=2, ceil_mode=True),
+    ),
+    "max-no-whole-window": (  # 7 wide windows on 13 columns, padded 3: every one cut
+        lambda x: ops.max_pool(x, 7, strides=4, pads=3),
+        lambda x: F.max_pool2d(x, 7, 4, 3),
+    ),
+    "avg-exclude-pad-ceil": (
+        lambda x: ops.average_pool(x, 3, strides=2, pads=1, ceil_mode=True),
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    ),
+    "avg-include-pad": (
+        lambda x: ops.average_pool(x, 5, pads=2, count_include_pad=True),
+        lambda x: F.avg_pool2d(x, 5, 1, 2, count_include_pad=True),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES_2D))
+def test_2d_pooling_by_rows_equals_torch(case):
+    build, reference = CASES_2D[case]
+    with mdsl.Graph("pool2d") as g:
+        g.output(build(g.input("x", X2.shape)), "y")
+    exe = mdsl.compile(g, backend="c")
+    assert {k.kind for k in exe.kernels} == {"pooling"}
+    want = reference(torch.from_numpy(X2)).numpy()
+    np.testing.assert_allclose(exe(x=X2)["y"], want, rtol=1e-6, atol=1e-6)

@@ -88,7 +88,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
                 + "\n */"
             )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls[id(k)] = call_status(k, step, f"{function}({', '.join(args)})")
+        call = f"{function}({', '.join(args)})"
+        if copy := kir.same_place_copy(k):  # a reshape the arena laid over its source
+            call = f"{copy[1]} != {copy[0]} && {call}"
+        calls[id(k)] = call_status(k, step, call)
         if isinstance(k, kir.Callback | kir.CustomCall):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)
@@ -963,70 +966,182 @@ def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
 
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
-    """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1)."""
+    """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1): a
+    row of outputs at a time (`_pool_row_lines`) when the last axis is static, else one
+    output at a time."""
     if k.layout:
         return onednn_pool_body(k)
     rank = len(k.in_spatial)
-    axes, taps = _POOL_AXES[-rank:], _POOL_TAPS[-rank:]
-    windows = list(zip(axes, taps, k.in_spatial, k.kernel, k.strides, k.pads, k.dilations))
-    is_max = k.kind == "max"
-    init = "-INFINITY" if is_max else "0.0f"
-    # max without a branch per tap (a NaN is remembered, not tested for in the compare):
-    # a branchy max mispredicts on real activations, 6x slower (ShuffleNet's 3x3 pool)
-    update = "acc = v > acc ? v : acc; nan |= v != v;" if is_max else "acc += v;"
-    if is_max:
-        result = "nan ? NAN : acc"
-    elif k.count_include_pad:  # positions inside the padded input count, the overhang not
-        counts = " * ".join(
-            f"mdsl_window_count(o{a}, {s}, {d}, {kk}, {n + 2 * p})"
-            for a, _, n, kk, s, p, d in windows
-        )
-        result = f"acc / (float)({counts})"
-    else:
-        result = "acc / (float)(" + " * ".join(f"({a}1 - {a}0)" for a in axes) + ")"
-    *outer, (ax, tx, w, _, sw, pw, dw) = windows
-    row = ""  # where the taps along the last axis start, a Horner sum over the others
-    for a, t, n, _, s, p, d in outer:
-        row = f"{f'({row}) * {n} + ' if row else ''}o{a} * {s} - {p} + {t} * {d}"
-    row = f"({row}) * {w} + o{ax} * {sw} - {pw}"
-    out = "nc"
-    for a, n in zip(axes[:-1], k.out_spatial[:-1]):
-        out = f"({out} * {n} + o{a})"
-    out = f"{out} * {k.out_spatial[-1]} + o{ax}"
+    axes = _POOL_AXES[-rank:]
+    windows = list(
+        zip(axes, _POOL_TAPS[-rank:], k.in_spatial, k.kernel, k.strides, k.pads, k.dilations)
+    )
     work = k.n * k.c * math.prod(k.out_spatial) * math.prod(k.kernel)
     lines = [
         _parallel(work) or "/* small: one thread */",
         f"for (int64_t nc = 0; nc < {render_dim(k.n * k.c)}; nc++) {{",
         f"{INDENT}const float *x = {k.x} + nc * {math.prod(k.in_spatial)};",
     ]
+    rows = _pool_row_lines(k, windows)
     depth = 1
-    for a, n in zip(axes, k.out_spatial):
+    for a, n in zip(axes[:-1] if rows else axes, k.out_spatial):
         lines.append(f"{INDENT * depth}for (int64_t o{a} = 0; o{a} < {n}; o{a}++) {{")
         depth += 1
     # window bounds are computed, not tested per element (see _conv_body)
-    lines.append(f"{INDENT * depth}int64_t " + ", ".join(f"{a}0, {a}1" for a in axes) + ";")
-    for a, _, n, kk, s, p, d in windows:
-        lines.append(f"{INDENT * depth}mdsl_window(o{a}, {s}, {p}, {d}, {kk}, {n}, &{a}0, &{a}1);")
-    lines.append(f"{INDENT * depth}float acc = {init};" + (" int nan = 0;" if is_max else ""))
-    body = depth
-    for a, t in zip(axes[:-1], taps[:-1]):
-        lines.append(f"{INDENT * depth}for (int64_t {t} = {a}0; {t} < {a}1; {t}++) {{")
-        depth += 1
-    lines += [
-        f"{INDENT * depth}const float *xrow = x + {row};",
-        f"{INDENT * depth}for (int64_t {tx} = {ax}0; {tx} < {ax}1; {tx}++) {{",
-        f"{INDENT * (depth + 1)}const float v = xrow[{tx} * {dw}];",
-        f"{INDENT * (depth + 1)}{update}",
-        f"{INDENT * depth}}}",
-    ]
-    while depth > body:
-        depth -= 1
-        lines.append(f"{INDENT * depth}}}")
-    lines.append(f"{INDENT * depth}{k.out}[{out}] = {result};")
+    lines += [INDENT * depth + x for x in rows or _pool_output_lines(k, windows)]
     while depth > 0:
         depth -= 1
         lines.append(f"{INDENT * depth}}}")
     return "\n".join(INDENT + x for x in lines)
+
+
+def _pool_terms(k: kir.Pool, windows: list, at: str) -> tuple[str, str, str, str]:
+    """(initial value, update by `v`, result, accumulator declaration suffix) of the
+    accumulator `acc{at}` (and NaN flag `nan{at}` of a max pool)."""
+    acc, nan = f"acc{at}", f"nan{at}"
+    if k.kind == "max":
+        # max without a branch per tap (a NaN is remembered, not tested for in the
+        # compare): a branchy max mispredicts on real activations, 6x slower
+        return (
+            "-INFINITY",
+            f"{acc} = v > {acc} ? v : {acc}; {nan} |= v != v;",
+            f"{nan} ? NAN : {acc}",
+            "nan",
+        )
+    if k.count_include_pad:  # positions inside the padded input count, the overhang not
+        counts = " * ".join(
+            f"mdsl_window_count(o{a}, {s}, {d}, {kk}, {n + 2 * p})"
+            for a, _, n, kk, s, p, d in windows
+        )
+        return "0.0f", f"{acc} += v;", f"{acc} / (float)({counts})", ""
+    divisor = " * ".join(f"({a}1 - {a}0)" for a, *_ in windows)
+    return "0.0f", f"{acc} += v;", f"{acc} / (float)({divisor})", ""
+
+
+def _pool_rows_start(windows: list) -> str:
+    """Where the taps of the outer axes put the row the last axis' taps read, minus the
+    last axis' padding (a Horner sum over the outer axes)."""
+    *outer, (_, _, w, _, _, pw, _) = windows
+    row = ""
+    for a, t, n, _, s, p, d in outer:
+        row = f"{f'({row}) * {n} + ' if row else ''}o{a} * {s} - {p} + {t} * {d}"
+    return f"({row}) * {w} - {pw}"
+
+
+def _pool_outer_taps(windows: list) -> tuple[list[str], list[str]]:
+    """The window bounds of the outer axes and the loops over their taps (opened)."""
+    *outer, _ = windows
+    bounds = [f"int64_t {a}0, {a}1;" for a, *_ in outer]
+    bounds += [
+        f"mdsl_window(o{a}, {s}, {p}, {d}, {kk}, {n}, &{a}0, &{a}1);"
+        for a, _, n, kk, s, p, d in outer
+    ]
+    loops = [
+        f"{INDENT * i}for (int64_t {t} = {a}0; {t} < {a}1; {t}++) {{"
+        for i, (a, t, *_) in enumerate(outer)
+    ]
+    return bounds, loops
+
+
+def _pool_output_lines(k: kir.Pool, windows: list) -> list[str]:
+    """One output: its window's bounds on every axis, its taps, its value."""
+    (ax, tx, w, kw, sw, pw, dw) = windows[-1]
+    init, update, result, flag = _pool_terms(k, windows, "")
+    bounds, loops = _pool_outer_taps(windows)
+    depth = len(loops)
+    return [
+        *bounds,
+        f"int64_t {ax}0, {ax}1;",
+        f"mdsl_window(o{ax}, {sw}, {pw}, {dw}, {kw}, {w}, &{ax}0, &{ax}1);",
+        f"float acc = {init};" + (" int nan = 0;" if flag else ""),
+        *loops,
+        f"{INDENT * depth}const float *xrow = x + {_pool_rows_start(windows)} + o{ax} * {sw};",
+        f"{INDENT * depth}for (int64_t {tx} = {ax}0; {tx} < {ax}1; {tx}++) {{",
+        f"{INDENT * (depth + 1)}const float v = xrow[{tx} * {dw}];",
+        f"{INDENT * (depth + 1)}{update}",
+        f"{INDENT * depth}}}",
+        *(f"{INDENT * i}}}" for i in reversed(range(depth))),
+        f"{k.out}[{_pool_out_index(k, windows)}] = {result};",
+    ]
+
+
+def _pool_row_lines(k: kir.Pool, windows: list) -> list[str]:
+    """A row of outputs along the last axis at once, accumulated in an array: each tap
+    of the outer axes and of the last axis is one loop over the outputs whose window
+    holds it whole (vectorized; stride-2 windows read every other float), the outputs at
+    the row's ends taking their window's bounds. Empty when the last axis is symbolic or
+    long (the accumulators live on the stack)."""
+    (ax, tx, w, kw, sw, pw, dw) = windows[-1]
+    ow = k.out_spatial[-1]
+    if not all(isinstance(v, int) for v in (w, kw, sw, pw, dw, ow)) or ow > _POOL_ROW_MAX:
+        return []
+    # outputs whose every tap lies inside the input: o * sw - pw >= 0 and
+    # o * sw - pw + (kw - 1) * dw <= w - 1
+    lo = -(-pw // sw)
+    last = w - 1 - (kw - 1) * dw + pw
+    hi = min(ow, last // sw + 1) if last >= 0 else 0
+    lo, hi = min(lo, ow), max(min(lo, ow), hi)
+    init, update, result, flag = _pool_terms(k, windows, f"[o{ax}]")
+    bounds, loops = _pool_outer_taps(windows)
+    depth = len(loops)
+    inner = INDENT * (depth + 1)
+    lines = [
+        *bounds,
+        f"float acc[{ow}];" + (f" int nan[{ow}];" if flag else ""),
+        f"for (int64_t o{ax} = 0; o{ax} < {ow}; o{ax}++) {{",
+        f"{INDENT}acc[o{ax}] = {init};" + (f" nan[o{ax}] = 0;" if flag else ""),
+        "}",
+        *loops,
+        f"{INDENT * depth}const float *xrow = x + {_pool_rows_start(windows)};",
+    ]
+    if hi > lo:
+        lines += [
+            f"{INDENT * depth}for (int64_t {tx} = 0; {tx} < {kw}; {tx}++) {{",
+            f"{inner}#pragma omp simd",
+            f"{inner}for (int64_t o{ax} = {lo}; o{ax} < {hi}; o{ax}++) {{",
+            f"{inner}{INDENT}const float v = xrow[o{ax} * {sw} + {tx} * {dw}];",
+            f"{inner}{INDENT}{update}",
+            f"{inner}}}",
+            f"{INDENT * depth}}}",
+        ]
+    for first, end in ((0, lo), (hi, ow)):  # the row's ends: windows cut by the padding
+        if end > first:
+            lines += [
+                f"{INDENT * depth}for (int64_t o{ax} = {first}; o{ax} < {end}; o{ax}++) {{",
+                f"{inner}int64_t {ax}0, {ax}1;",
+                f"{inner}mdsl_window(o{ax}, {sw}, {pw}, {dw}, {kw}, {w}, &{ax}0, &{ax}1);",
+                f"{inner}for (int64_t {tx} = {ax}0; {tx} < {ax}1; {tx}++) {{",
+                f"{inner}{INDENT}const float v = xrow[o{ax} * {sw} + {tx} * {dw}];",
+                f"{inner}{INDENT}{update}",
+                f"{inner}}}",
+                f"{INDENT * depth}}}",
+            ]
+    lines += [f"{INDENT * i}}}" for i in reversed(range(depth))]
+    bounded = f"{ax}0" in result  # the divisor of an average that excludes the padding
+    lines += [
+        f"for (int64_t o{ax} = 0; o{ax} < {ow}; o{ax}++) {{",
+        *(
+            [
+                f"{INDENT}int64_t {ax}0, {ax}1;",
+                f"{INDENT}mdsl_window(o{ax}, {sw}, {pw}, {dw}, {kw}, {w}, &{ax}0, &{ax}1);",
+            ]
+            if bounded
+            else []
+        ),
+        f"{INDENT}{k.out}[{_pool_out_index(k, windows)}] = {result};",
+        "}",
+    ]
+    return lines
+
+
+_POOL_ROW_MAX = 2048  # longest row of outputs pooled at once (its accumulators on the stack)
+
+
+def _pool_out_index(k: kir.Pool, windows: list) -> str:
+    out = "nc"
+    for (a, *_), n in zip(windows[:-1], k.out_spatial[:-1]):
+        out = f"({out} * {n} + o{a})"
+    return f"{out} * {k.out_spatial[-1]} + o{windows[-1][0]}"
 
 
 _POOL_AXES = ("z", "y", "x")  # output positions oz, oy, ox; window bounds z0..z1, ...

@@ -1,0 +1,217 @@
+"""The per-call team choice of the C target (`csrc/templates/c/team.h.j2`), driven with
+made-up call times: the template's own policy functions are compiled into a small library
+with a simulated clock, so what it chooses is checked exactly, without timing anything.
+
+Each scenario gives the time of a call on one thread and on the whole team as a function
+of the simulated time; the driver runs `calls` calls, each on the size the policy picks,
+and returns the sizes picked and the call times."""
+
+from __future__ import annotations
+
+import cffi
+import numpy as np
+import pytest
+
+from mdsl.codegen.templates import template_dir
+from mdsl.codegen.toolchain import build_library, default_toolchain
+
+DRIVER = r"""
+/* Runs `calls` simulated calls from time 100 s: call i takes one[i] seconds on one thread
+   and whole[i] on the whole team (the scenario's times at that call), crowded[i] is what
+   the run queue hint says, picked[i] is the team size the policy picked for it and
+   chosen[i] the policy's choice after it. */
+int simulate(int calls, const double *one, const double *whole, const int *crowded,
+             int *picked, int *chosen) {
+    mdsl_team_policy p;
+    memset(&p, 0, sizeof p);
+    double now = 100.0;
+    for (int i = 0; i < calls; ++i) {
+        int team = mdsl_team_pick(&p, now);
+        if (mdsl_team_may_skip(&p, team) && crowded[i]) {
+            mdsl_team_skip(&p, now);
+            team = 0;
+        }
+        const double seconds = team ? whole[i] : one[i];
+        now += seconds;
+        mdsl_team_record(&p, team, seconds, now);
+        picked[i] = team;
+        chosen[i] = p.choice;
+    }
+    return 0;
+}
+"""
+
+_FFI = cffi.FFI()
+_FFI.cdef(
+    "int simulate(int calls, const double *one, const double *whole, const int *crowded,"
+    " int *picked, int *chosen);"
+)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    team = (template_dir("c") / "team.h.j2").read_text()
+    head = "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n"
+    head += "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
+    lib = _FFI.dlopen(str(build_library(head + team + DRIVER, default_toolchain(), "team_sim")))
+
+    def run(one, whole, crowded=None):
+        """Sizes picked (1: whole team) and each call's seconds, for per-call times."""
+        one, whole = np.asarray(one, dtype=np.float64), np.asarray(whole, dtype=np.float64)
+        crowded = np.zeros(len(one), np.int32) if crowded is None else np.int32(crowded)
+        picked, chosen = np.zeros(len(one), dtype=np.int32), np.zeros(len(one), dtype=np.int32)
+        lib.simulate(
+            len(one),
+            _FFI.from_buffer("double[]", one),
+            _FFI.from_buffer("double[]", whole),
+            _FFI.from_buffer("int[]", crowded),
+            _FFI.from_buffer("int[]", picked),
+            _FFI.from_buffer("int[]", chosen),
+        )
+        run.chosen = chosen
+        return picked, np.where(picked == 1, whole, one)
+
+    return run
+
+
+def steady(calls, one, whole):
+    return np.full(calls, one), np.full(calls, whole)
+
+
+def test_the_first_four_calls_try_both_sizes_cold_and_warm(policy):
+    picked, _ = policy(*steady(4, 2e-3, 1e-3))
+    assert picked.tolist() == [0, 1, 0, 1]
+
+
+def test_on_a_quiet_machine_the_whole_team_runs_nearly_every_call(policy):
+    picked, times = policy(*steady(3000, 2e-3, 1e-3))
+    assert picked[4:12].all()  # chosen from the first calls
+    ones = np.flatnonzero(picked[4:] == 0)
+    assert 3 <= len(ones) <= 20  # probes of one thread, ever rarer
+    assert np.diff(ones)[-1] >= 256 or times[4 + ones[-2] : 4 + ones[-1]].sum() >= 1.0
+
+
+def test_the_whole_team_must_win_by_the_margin(policy):
+    picked, _ = policy(*steady(2000, 1e-3, 0.95e-3))  # 5% faster: within the margin
+    assert not picked[4:].any() or picked[4:].mean() < 0.01
+
+
+def test_under_steady_load_whole_team_probes_cost_at_most_their_share(policy):
+    # another process holds a core: a whole-team call waits at every barrier
+    picked, times = policy(*steady(20000, 4e-3, 60e-3))
+    assert picked[2:4].tolist() == [0, 1] and not picked[4:].all()
+    whole = times[4:][picked[4:] == 1]
+    extra = whole.sum() - 4e-3 * len(whole)
+    assert len(whole) >= 1 and extra <= 0.025 * times[4:].sum()
+
+
+def test_one_lucky_whole_team_call_under_load_does_not_change_the_choice(policy):
+    one, whole = steady(4000, 4e-3, 60e-3)
+    whole[1::2] = 1e-3  # every other call would be lucky on the whole team
+    picked, _ = policy(one, whole)
+    assert picked[50:].sum() >= 5 and not policy.chosen[50:].any()  # probed, never chosen
+
+
+def passing_load(calls=600, start=100, end=150):
+    """Another runtime's pool spins on the second core from call `start` to `end`: mdsl's
+    calls meanwhile are 50x slower on the whole team, the run queue shows it crowded."""
+    one, whole = steady(calls, 2e-3, 1e-3)
+    whole[start:end] = 50e-3
+    crowded = np.zeros(calls, np.int32)
+    crowded[start:end] = 1
+    return one, whole, crowded
+
+
+def test_a_spike_of_a_few_times_a_call_does_not_move_the_choice(policy):
+    one, whole = steady(3000, 2e-3, 1e-3)
+    whole[100::50] = 3e-3  # slower than one thread, once in a while
+    picked, _ = policy(one, whole)
+    assert picked[100:].mean() > 0.99
+
+
+def test_a_passing_load_costs_one_slow_call_and_is_left_soon_after(policy):
+    one, whole, crowded = passing_load()
+    picked, _ = policy(one, whole, crowded)
+    assert picked[90:101].all() and picked[101:150].sum() == 0  # one slow call, then 1T
+    back = 150 + int(np.flatnonzero(picked[150:])[0])
+    assert back <= 150 + 8 * (1 + 2 + 4) and picked[back + 3 :].mean() > 0.95
+
+
+def test_without_the_run_queue_hint_a_costly_probe_waits_for_its_share(policy):
+    one, whole, _ = passing_load(calls=3000)
+    picked, times = policy(one, whole)
+    assert picked[90:101].all() and not picked[101:104].any()
+    probes = 104 + np.flatnonzero(picked[104:])  # whole-team calls after the switch
+    assert whole[probes[0]] == 50e-3  # the first probe still met the load (cost 49 ms)
+    waited = times[probes[0] + 1 : probes[1]].sum()
+    assert waited >= (49e-3 - 8 * 2e-3) / 0.02 * 0.9  # its cost past the credit, at 2%
+    assert picked[probes[1] + 3 :].mean() > 0.95  # then the team is back
+
+
+def test_a_run_queue_hint_that_proved_right_is_trusted_for_longer(policy):
+    calls = 20000
+    one, whole = steady(calls, 4e-3, 60e-3)  # a core kept busy, and the queue shows it
+    picked, times = policy(one, whole, crowded=np.ones(calls, np.int32))
+    probes = 4 + np.flatnonzero(picked[4:])
+    gaps = np.diff(probes)
+    assert len(probes) >= 3 and gaps[-1] >= 3 * gaps[0]
+    assert (whole[probes] - one[probes]).sum() <= 0.01 * times.sum()
+
+
+def test_the_run_queue_hint_never_keeps_a_faster_team_off_for_good(policy):
+    # a container that sees a busy host's run queue, on processors of its own
+    calls = 2000
+    one, whole = steady(calls, 2e-3, 1e-3)
+    whole[:4] = 5e-3  # the first calls chose one thread
+    picked, _ = policy(one, whole, crowded=np.ones(calls, np.int32))
+    assert picked[4] == 0 and picked[-1000:].mean() > 0.95
+
+
+def test_a_load_that_comes_is_noticed_and_the_choice_follows(policy):
+    one, whole = steady(4000, 2e-3, 1e-3)
+    whole[500:] = 30e-3  # a busy neighbour from call 500 on
+    picked, _ = policy(one, whole)
+    assert picked[400:500].mean() > 0.9
+    assert (picked[500:520] == 1).sum() <= 3  # a call or two, then one thread
+    assert picked[1000:].mean() < 0.01
+
+
+def test_under_a_load_that_makes_one_thread_noisy_the_faster_one_thread_still_wins(policy):
+    """A busy machine: whole-team calls 10x slower from call 500, one-thread calls
+    mostly unharmed but every seventh one 20x slower. One thread is faster in the mean
+    (5.5 ms against 7 ms) and in the median; neither its slow calls (probes they end,
+    or its last call as the reference) may keep or bring back the whole team."""
+    one, whole = steady(6000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[500::7] = 30e-3
+    picked, _ = policy(one, whole)
+    assert picked[400:500].all() and picked[500:520].sum() <= 3
+    assert picked[600:].mean() < 0.03 and not policy.chosen[600:].any()
+
+
+def test_a_slow_call_on_one_thread_does_not_hold_back_leaving_a_slowed_team(policy):
+    """Whole-team calls 10x slower from call 500. The first probe of one thread meets a
+    200 ms hiccup: probes of one thread pay no credit, so the next one comes after the
+    minimum gap (the load changed: the count of lost probes starts again)."""
+    one, whole = steady(2000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[501] = 0.2
+    picked, _ = policy(one, whole)
+    assert picked[500] == 1 and picked[501] == 0  # the probe, at once
+    assert picked[502:510].all() and not picked[510:513].any()
+    assert not policy.chosen[512:].any()
+
+
+def test_a_probe_of_one_thread_ended_by_a_spike_is_tried_again_at_once(policy):
+    one, whole = steady(2000, 1.4e-3, 0.7e-3)
+    whole[500:] = 7e-3
+    one[502] = 30e-3  # the probe's second call
+    picked, _ = policy(one, whole)
+    assert picked[500:507].tolist() == [1, 0, 0, 1, 0, 0, 0]
+    assert not policy.chosen[506:].any()
+
+
+def test_a_lost_probe_is_retried_after_the_minimum_gap_then_ever_later(policy):
+    picked, _ = policy(*steady(1000, 1e-3, 1.5e-3))  # one thread wins; cheap probes
+    probes = 4 + np.flatnonzero(picked[4:] == 1)
+    assert np.diff(probes)[:4].tolist() == [8 + 1, 16 + 1, 32 + 1, 64 + 1]

@@ -121,8 +121,9 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
 
 
 def _reorder_shared_sources_once(plan) -> None:
-    """An NCHW tensor that oneDNN convolutions read in one layout more than once (as a
-    source, or as a residual in their destination's layout: a ResNet block's input) is
+    """A tensor that oneDNN convolutions read in one layout more than once, each through
+    a reorder (as a source, or as a residual in their destination's layout: a ResNet
+    block's NCHW input; ResNet's max pool, kept nChw16c, read by two NHWC 1x1s), is
     reordered once. The first of them reads it as its source and keeps its reordered
     copy in a new buffer; the others read that copy, in place of a reorder each."""
     for b, users in _blocked_uses(plan).items():
@@ -143,15 +144,16 @@ def _reorder_shared_sources_once(plan) -> None:
 
 
 def _blocked_uses(plan) -> dict[str, list]:
-    """NCHW tensor -> [(oneDNN convolution, the layout it reorders it into)] for each
-    one that reads it through a reorder of its own, in kernel order."""
+    """Tensor -> [(oneDNN convolution, the layout it reorders it into)] for each one
+    that reads it through a reorder of its own (from NCHW or from another kept layout),
+    in kernel order."""
     uses: dict[str, list] = {}
     for k in plan.kernels:
         if not isinstance(k, kir.Conv) or not k.onednn or k.x == k.residual:
             continue
-        if not k.x_layout and k.src_layout and k.onednn_src_elems:
+        if k.x_layout != k.src_layout and k.src_layout and k.onednn_src_elems:
             uses.setdefault(k.x, []).append((k, k.src_layout))
-        if k.residual and not k.residual_layout and k.dst_layout:
+        if k.residual and k.residual_layout != k.dst_layout and k.dst_layout:
             uses.setdefault(k.residual, []).append((k, k.dst_layout))
     return uses
 

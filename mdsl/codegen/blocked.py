@@ -31,12 +31,20 @@ in and out alike, per-channel operands contiguous along the inner loop.
 Graph inputs and outputs, and tensors any other kernel reads, stay NCHW: the reorders
 happen only at the boundaries of a chain. The blocked set is the largest one meeting
 those rules (candidates are dropped until every rule holds).
+
+At a chain's start, an NCHW tensor several oneDNN convolutions read in one layout (a
+ResNet block's input: the first convolution's source and the last one's residual) is
+reordered once: the first keeps its reordered source in a buffer the others read. At a
+chain's end, a convolution with an NCHW result computes in its kept residual's buffer
+when it reads that last (its sum post-op needs the residual in the destination anyway),
+then reorders to NCHW; with a kept result, the memory plan puts the result over such a
+residual (`plan._sums_into_residual`) and the copy into the destination is skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mdsl.codegen import kir
 from mdsl.codegen.channel_shuffle import Shuffle, fold_shuffles, to_channels_last
@@ -105,7 +113,82 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
             for part in c.parts:
                 _elementwise_in_layouts(part, layout)
     plan.kernels = [rows[id(k)] if id(k) in rows and not k.layout else k for k in plan.kernels]
-    return [k.nodes[0].name for k in plan.kernels if _lonely(k)]
+    lonely = [k.nodes[0].name for k in plan.kernels if _lonely(k)]
+    if not lonely:
+        _reorder_shared_sources_once(plan)
+        _destinations_in_residuals(plan, reads)
+        for k in plan.kernels:
+            _trim_scratch(k, plan)
+    return lonely
+
+
+def _reorder_shared_sources_once(plan) -> None:
+    """A tensor that oneDNN convolutions read in one layout more than once, each through
+    a reorder (as a source, or as a residual in their destination's layout: a ResNet
+    block's NCHW input; ResNet's max pool, kept nChw16c, read by two NHWC 1x1s), is
+    reordered once. The first of them reads it as its source and keeps its reordered
+    copy in a new buffer; the others read that copy, in place of a reorder each."""
+    for b, users in _blocked_uses(plan).items():
+        first, tag = users[0]
+        if len(users) < 2 or first.x != b or not all(t == tag for _, t in users):
+            continue
+        copy = f"{b}_{tag}"
+        elements = first.onednn_src_elems  # the floats of its layout, channels padded
+        plan.buffers[copy] = replace(
+            plan.buffers[b], name=copy, tensor=None, elements=elements, kind="arena", slot=0
+        )
+        first.x_copy, first.x_copy_layout = copy, tag
+        for k, _ in users[1:]:
+            if k.x == b:
+                k.x, k.x_layout = copy, tag
+            if k.residual == b:
+                k.residual, k.residual_layout = copy, tag
+
+
+def _blocked_uses(plan) -> dict[str, list]:
+    """Tensor -> [(oneDNN convolution, the layout it reorders it into)] for each one
+    that reads it through a reorder of its own (from NCHW or from another kept layout),
+    in kernel order."""
+    uses: dict[str, list] = {}
+    for k in plan.kernels:
+        if not isinstance(k, kir.Conv) or not k.onednn or k.x == k.residual:
+            continue
+        if k.x_layout != k.src_layout and k.src_layout and k.onednn_src_elems:
+            uses.setdefault(k.x, []).append((k, k.src_layout))
+        if k.residual and k.residual_layout != k.dst_layout and k.dst_layout:
+            uses.setdefault(k.residual, []).append((k, k.dst_layout))
+    return uses
+
+
+def _destinations_in_residuals(plan, reads: Callable[[object], set[str]]) -> None:
+    """A oneDNN convolution that writes an NCHW result through a scratch destination, and
+    reads last a kept residual in that destination's layout, computes in the residual's
+    buffer: its sum post-op needs the residual there, so nothing is copied."""
+    last: dict[str, object] = {}
+    for k in plan.kernels:
+        for b in reads(k):
+            last[b] = k
+    for k in plan.kernels:
+        if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.out_layout:
+            continue
+        in_place = k.residual_layout and k.residual_layout == k.dst_layout
+        if in_place and last.get(k.residual) is k and plan.buffers[k.residual].kind == "arena":
+            k.dst_in_residual = True
+
+
+def _trim_scratch(k, plan) -> None:
+    """The scratch of a oneDNN convolution without the reordered source or destination
+    it does not need: its tensors are kept in the layouts its primitives choose at every
+    team size (the generated code refuses a primitive needing a reorder it has no room
+    for, rather than write past the scratch)."""
+    if not isinstance(k, kir.Conv) or not k.onednn or not k.scratch or not k.same_layouts:
+        return
+    if (k.x_copy_layout or k.x_layout) == k.src_layout:
+        k.onednn_src_elems = 0
+    if k.out_layout == k.dst_layout or k.dst_in_residual:
+        k.onednn_dst_elems = 0
+    k.scratch_elems = k.onednn_src_elems + k.onednn_dst_elems
+    plan.buffers[k.scratch].elements = k.scratch_elems
 
 
 def _lonely(k) -> bool:

@@ -58,6 +58,8 @@ def fold_shuffles(plan, reads: Callable[[object], set[str]]) -> list[Shuffle]:
         if len(after) != 1 or not (_flat(before) and _flat(after[0])):
             continue
         after = after[0]
+        if id(before) in dropped or id(after) in dropped:
+            continue  # a reshape between two transposes (MobileViT's folding) folds once
         inside = (load.buffer, store.buffer)
         if any(plan.buffers[b].kind != "arena" for b in inside) or len(after.shape) != 4:
             continue

@@ -244,9 +244,17 @@ class Conv:
     # buffers x, residual and out hold (`mdsl.codegen.blocked`)
     src_layout: str = ""
     dst_layout: str = ""
+    same_layouts: bool = False  # at every team size (`onednn.ConvProbe.same_layouts`)
     x_layout: str = ""
     residual_layout: str = ""
     out_layout: str = ""
+    # an NCHW source other convolutions read too, reordered once (`mdsl.codegen.blocked`):
+    # the buffer that keeps it in `x_copy_layout` for them, and whether the destination is
+    # the residual's buffer (in the primitive's layout, read last here: no copy into a
+    # scratch destination before the sum post-op)
+    x_copy: str = ""
+    x_copy_layout: str = ""
+    dst_in_residual: bool = False
 
 
 @dataclass(slots=True)
@@ -464,6 +472,20 @@ def blocks_of(k) -> list[Block]:
     if isinstance(k, Loop):
         return [k.cond, k.body]
     return []
+
+
+def same_place_copy(k) -> tuple[str, str] | None:
+    """(source, destination) buffers of a kernel that only copies elements to the same
+    positions of another buffer (a Reshape, Squeeze, Flatten, Identity): when the memory
+    plan puts the destination in place of the source, the copy has nothing to do."""
+    if not isinstance(k, Pointwise) or k.lets or len(k.stores) != 1 or len(k.loads) != 1:
+        return None
+    (var, load), store = next(iter(k.loads.items())), k.stores[0]
+    if store.value.op != "var" or store.value.value != var:
+        return None
+    out = store.access
+    same = (load.dtype, load.offset, load.strides) == (out.dtype, out.offset, out.strides)
+    return (load.buffer, out.buffer) if same and load.buffer != out.buffer else None
 
 
 def walk_kernels(kernels: list) -> list:

@@ -219,6 +219,7 @@ class ConvProbe:
     dst_elems: int
     src_layout: str = ""  # its source's layout, a key of LAYOUTS ("": another)
     dst_layout: str = ""
+    same_layouts: bool = False  # every team size's primitive chose those two layouts
 
 
 @dataclass(frozen=True)
@@ -453,6 +454,12 @@ def probe_conv(shape: ConvShape) -> ConvProbe | None:
         max(c.extra_floats(QUERY_DST_MD, shape.y) for c in made),
         conv.layout_of(QUERY_SRC_MD, shape.x),
         conv.layout_of(QUERY_DST_MD, shape.y),
+        len(made) == len(convs)
+        and all(
+            c.layout_words(what) == conv.layout_words(what)
+            for c in made
+            for what in (QUERY_SRC_MD, QUERY_DST_MD)
+        ),
     )
 
 

@@ -191,6 +191,7 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     k.onednn_src_elems = probe.src_elems
     k.onednn_dst_elems = probe.dst_elems
     k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
+    k.same_layouts = probe.same_layouts
     k.scratch_elems = probe.src_elems + probe.dst_elems
     return k
 

@@ -775,8 +775,9 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
             reads |= {b for b in (k.bias, k.residual) if b}
             reads |= {w.buffer for w in k.onednn_weights}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
-        if isinstance(k, kir.Conv) and k.scratch:
-            writes.add(k.scratch)
+        if isinstance(k, kir.Conv):
+            writes |= {b for b in (k.scratch, k.x_copy) if b}
+            writes |= {k.residual} if k.dst_in_residual else set()
         if k.epilogue is not None:
             reads |= {a.buffer for a in k.epilogue.loads.values()}
             writes |= {s.access.buffer for s in k.epilogue.stores}
@@ -791,8 +792,9 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
 
 
 def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str, str]:
-    """A pointwise store may reuse a load's arena buffer read at the same positions, when
-    this kernel is that buffer's last reader."""
+    """A pointwise store may reuse a load's arena buffer read at the same positions, and
+    a oneDNN convolution's result its residual's (`_sums_into_residual`), when this kernel is
+    that buffer's last reader."""
     last = {b: life[1] for b, life in plan.lifetimes.items()}
     out = {}
     for step, k in steps:
@@ -822,10 +824,11 @@ def _sums_into_residual(k, plan: Plan) -> bool:
     """A oneDNN convolution whose sum post-op may add into its residual's buffer in
     place: the residual (in the layout of the result, an arena buffer, not the source)
     is first put where the result goes, which the memory plan can then skip (ResNet's and
-    ShuffleNet's residual Add)."""
+    ShuffleNet's residual Add). One computing in its residual's buffer already
+    (`dst_in_residual`, an NCHW result) is not."""
     if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.residual == k.x:
         return False
-    if k.residual_layout != k.out_layout:
+    if k.residual_layout != k.out_layout or k.dst_in_residual:
         return False
     return all(plan.buffers[b].kind == "arena" for b in (k.out, k.residual))
 

@@ -131,6 +131,33 @@ def test_repeated_layers_share_one_function_and_compute_what_the_interpreter_doe
     np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows", [6, "N"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_reshape_the_arena_lays_over_its_source_copies_nothing(rows, threads):
+    """A reshape whose source dies there shares its buffer (the copy is skipped at run
+    time); one whose source lives on (here a graph output) still copies."""
+    with mdsl.Graph("reshapes") as g:
+        x = g.input("x", (rows, 10))
+        dies = ops.tanh(x).reshape(-1, 5)  # its source is read by nothing else
+        lives = ops.exp(x)
+        g.output(lives, "lives")
+        g.output(dies * 2.0 + lives.reshape(-1, 5), "y")
+    exe = mdsl.compile(g, backend="c", threads=threads)
+    x = np.random.default_rng(3).standard_normal((7 if rows == "N" else 6, 10)).astype(np.float32)
+    got, want = exe(x=x), mdsl.compile(g, backend="python")(x=x)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    [source] = exe.sources.values()
+    guarded = re.findall(r"if \((\w+) != (\w+) && (k\w+_reshape)\(", source)
+    assert len(guarded) == 2
+    if rows == 6:  # the static plan: one reshape in place, one copying into the output
+        offsets = exe.plan.memory.offsets
+        in_place = [
+            dst in offsets and offsets.get(dst) == offsets.get(src) for dst, src, _ in guarded
+        ]
+        assert sorted(in_place) == [False, True]
+
+
 def test_kernels_differing_in_a_constant_or_in_mutable_state_are_not_shared():
     from mdsl.targets.c import render
 

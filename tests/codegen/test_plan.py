@@ -81,6 +81,14 @@ def test_resnet_block_memory():
     plan = plan_of(resnet_block.build(), N=1)  # 64 channels, 56x56
     assert_memory_targets(plan)
     feature_map = 64 * 56 * 56 * 4
+    if any(k.onednn for k in plan.kernels):
+        # the input reordered once for both convolutions, and the tensor between them,
+        # both in oneDNN's layout; no scratch where the primitives of every team size
+        # choose those layouts: the second computes in the first's copy
+        assert plan.memory.lower_bound_bytes >= 2 * feature_map
+        if all(k.same_layouts for k in plan.kernels):
+            assert plan.memory.lower_bound_bytes == 2 * feature_map
+        return
     padded = 64 * 58 * 58 * 4  # the scratch of one direct 3x3 convolution: a padded copy
     assert plan.memory.lower_bound_bytes >= feature_map + padded
     assert plan.memory.naive_bytes >= feature_map + 2 * padded

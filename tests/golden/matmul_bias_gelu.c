@@ -215,7 +215,9 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    - before a probe of the whole team, the machine's run queue (/proc/loadavg) is asked
      whether there is a processor free for each further thread; if not, the probe counts
      as lost at no cost. A hint only: after MDSL_TEAM_HINT_SKIPS such skips in a row the
-     next probe runs (a container may see the whole host's run queue);
+     next probe runs (a container may see the whole host's run queue); each time that
+     probe loses too, the hint is trusted for twice as many skips (up to
+     MDSL_TEAM_HINT_SKIPS_MAX), and a probe that wins trusts it as little as at first;
    - a choice whose recent time rose above the other's time at its last probe, or one call
      of it twice that time, probes the other at once (within that share), so a load that
      comes or goes is noticed. */
@@ -232,6 +234,7 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_PROBE_SHARE 0.02
 #define MDSL_TEAM_CREDIT_CALLS 8
 #define MDSL_TEAM_HINT_SKIPS 3
+#define MDSL_TEAM_HINT_SKIPS_MAX 48
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -248,6 +251,7 @@ typedef struct {
     double first[2];                   /* the first calls' warm times, by team size */
     int64_t calls, next_probe;
     int losses, skips;                 /* probes lost in a row; of them, skipped by the hint */
+    int skip_limit;                    /* skips in a row before a probe runs all the same */
     int probe_calls;                   /* calls of the probe under way (0: none) */
     double probe_times[MDSL_TEAM_PROBE_CALLS];
     double probed_at;                  /* when the last probe ended */
@@ -284,7 +288,7 @@ static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
    queue hint may skip. */
 static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
     return p->calls >= 4 && team == 1 && p->choice == 0 && p->probe_calls == 0 &&
-           p->skips < MDSL_TEAM_HINT_SKIPS;
+           p->skips < p->skip_limit;
 }
 
 static void mdsl_team_lost(mdsl_team_policy *p, double now) {
@@ -302,6 +306,8 @@ static void mdsl_team_skip(mdsl_team_policy *p, double now) {
 /* A probe ends: won against the choice's time `mine`, or lost. */
 static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, double now) {
     p->probed_at = now;
+    if (won) p->skip_limit = MDSL_TEAM_HINT_SKIPS;
+    else if (p->skips > 0 && p->skip_limit < MDSL_TEAM_HINT_SKIPS_MAX) p->skip_limit *= 2;
     p->skips = 0;
     if (won) {  /* the probe's calls are the new choice's recent times */
         p->choice = !p->choice;
@@ -336,6 +342,7 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         mdsl_team_remember(p, p->first[p->choice]);
         p->other = p->first[!p->choice];
         p->probed_at = p->credit_at = now;
+        p->skip_limit = MDSL_TEAM_HINT_SKIPS;
         p->credit = MDSL_TEAM_CREDIT_CALLS * p->first[p->choice];
         p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
         return;

@@ -136,3 +136,22 @@ def test_a_residual_read_after_its_sum_post_op_keeps_its_buffer(threads):
         "Reshape",
     ]
     _assert_equals_interpreter(exe, g, _rand(2, 5, 9, 9))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_transposes_sharing_a_reshape_fold_once(threads):
+    """MobileViT's folding of patches back into an image: Reshape, Transpose, Reshape,
+    Transpose, Reshape. The middle reshape ends the first fold; the second transpose
+    then reads what the first one wrote (it failed to compile: a dropped buffer)."""
+    c, n_h, n_w, p = 6, 3, 4, 2
+    with mdsl.Graph("fold_patches") as g:
+        h = ops.tanh(g.input("x", (p * p, n_h * n_w, c)))
+        h = ops.reshape(h, shape=(1, p * p, n_h * n_w, c), allowzero=False)
+        h = ops.transpose(h, perm=(0, 3, 2, 1))
+        h = ops.reshape(h, shape=(c * n_h, n_w, p, p), allowzero=False)
+        h = ops.transpose(h, perm=(0, 2, 1, 3))
+        g.output(ops.relu(ops.reshape(h, shape=(1, c, n_h * p, n_w * p), allowzero=False)), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    folded = [[n.op_type for n in k.nodes] for k in _shuffle_kernels(exe)]
+    assert folded == [["Reshape", "Transpose", "Reshape"], ["Transpose"]]
+    _assert_equals_interpreter(exe, g, _rand(p * p, n_h * n_w, c))

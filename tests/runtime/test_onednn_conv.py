@@ -197,13 +197,18 @@ def test_resnet_blocks_stay_blocked_between_convolutions_and_equal_torch(c):
     g, weights = _basic_blocks(c, 10)
     exe = mdsl.compile(g, "c", threads=2)
     src = _source(exe)
-    # the first convolution reads the NCHW input, the last writes the NCHW output; every
-    # tensor between them (both residuals after the first) stays blocked
+    # the first convolution reads the NCHW input and keeps it reordered for the first
+    # residual, the last writes the NCHW output; every tensor between them stays blocked
     assert src.count("oneDNN brgconv") == 4
     assert len(re.findall(rf"-> {KEPT};", src)) == 3 and src.count("-> NCHW;") == 1
     assert len(re.findall(rf"x {KEPT}", src)) == 3
-    assert len(re.findall(rf"residual {KEPT}", src)) == 1
+    assert len(re.findall(rf"kept in {KEPT} for other kernels", src)) == 1
+    assert len(re.findall(rf"residual {KEPT}", src)) == 2
     assert src.count("bias, sum, relu fused") == 2 and "for (int64_t nco" not in src
+    # the first block's result is computed over its residual (read last there), and the
+    # last convolution computes in the second residual's buffer, then reorders to NCHW
+    assert len(exe.plan.memory.aliases) == 1
+    assert len(re.findall(rf"residual {KEPT} \(the destination\) -> NCHW", src)) == 1
     x = _rand(2, c, 10, 10)
     expect = _torch_blocks(x, weights)
     for _ in range(3):
@@ -382,3 +387,54 @@ def test_weights_of_another_layout_than_the_primitive_chooses_fail_the_call(monk
     assert "oneDNN" in _source(exe)
     with pytest.raises(mdsl.MdslError):
         exe(x=_rand(1, 64, 28, 28))
+
+
+def _two_branches(cin, cout, size, also_nchw):
+    """Two 3x3 stride-2 convolutions of one NCHW input, the first one's result the second
+    one's residual; with `also_nchw` an element-wise kernel reads the input too, as the
+    graph's second output."""
+    w1, w2 = _rand(cout, cin, 3, 3) * 0.2, _rand(cout, cin, 3, 3) * 0.2
+    with mdsl.Graph("branches") as g:
+        x = g.input("x", (2, cin, size, size))
+        h = ops.relu(ops.conv2d(x, g.const("w1", w1), strides=2, pads=1))
+        g.output(ops.relu(ops.conv2d(x, g.const("w2", w2), strides=2, pads=1) + h), "y")
+        if also_nchw:
+            g.output(x * 2.0, "x2")
+    return g
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("c", [16, 13])  # 13: off every block of oneDNN's
+def test_a_block_input_read_by_two_convolutions_is_reordered_once(c, threads):
+    """The first convolution keeps its reordered source for the residual's sum, and the
+    last one computes in that copy (read last there) before its reorder to NCHW."""
+    g, _ = _basic_blocks(c, 9, blocks=1)
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = _source(exe)
+    assert len(re.findall(rf"x NCHW \(kept in {KEPT} for other kernels\)", src)) == 1
+    assert len(re.findall(rf"residual {KEPT} \(the destination\) -> NCHW", src)) == 1
+    for _ in range(3):  # a second call finds the copy holding the last call's result
+        x = _rand(2, c, 9, 9)
+        np.testing.assert_allclose(
+            exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+        )
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("also_nchw", [False, True])
+def test_an_input_two_convolutions_read_is_reordered_once(also_nchw, threads):
+    g = _two_branches(24, 40, 11, also_nchw)
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = _source(exe)
+    assert len(re.findall(rf"kept in {KEPT} for other kernels", src)) == 1
+    assert (
+        len(re.findall(rf"oneDNN [^:]*:[^:]*: x {KEPT}, residual {KEPT} \(the destination\)", src))
+        == 1
+    )
+    for _ in range(2):
+        x = _rand(2, 24, 11, 11)
+        got, want = exe(x=x), mdsl.interpret(g, {"x": x})
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)

@@ -148,6 +148,16 @@ def test_without_the_run_queue_hint_a_costly_probe_waits_for_its_share(policy):
     assert picked[probes[1] + 3 :].mean() > 0.95  # then the team is back
 
 
+def test_a_run_queue_hint_that_proved_right_is_trusted_for_longer(policy):
+    calls = 20000
+    one, whole = steady(calls, 4e-3, 60e-3)  # a core kept busy, and the queue shows it
+    picked, times = policy(one, whole, crowded=np.ones(calls, np.int32))
+    probes = 4 + np.flatnonzero(picked[4:])
+    gaps = np.diff(probes)
+    assert len(probes) >= 3 and gaps[-1] >= 3 * gaps[0]
+    assert (whole[probes] - one[probes]).sum() <= 0.01 * times.sum()
+
+
 def test_the_run_queue_hint_never_keeps_a_faster_team_off_for_good(policy):
     # a container that sees a busy host's run queue, on processors of its own
     calls = 2000

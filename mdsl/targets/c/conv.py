@@ -209,8 +209,11 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     post = [_post_op(op) for op in k.post_ops] or ["{0, 0.0f, 0.0f}"]
     fused = ", ".join((["bias"] if k.bias else []) + [op[0] for op in k.post_ops])
     residual = f", residual {_layout(k.residual_layout)}" if k.residual else ""
+    residual += " (the destination)" if k.dst_in_residual else ""
+    copy = f" (kept in {_layout(k.x_copy_layout)} for other kernels)" if k.x_copy else ""
     lines = [
-        f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{residual} -> {_layout(k.out_layout)}"
+        f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{copy}{residual} -> "
+        f"{_layout(k.out_layout)}"
         + (f"; {fused} fused" if fused else "")
         + "; weights reordered at plan time */",
         *team_state_lines("mdsl_dnnl_conv", "state"),
@@ -223,11 +226,12 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{INDENT}x_dims, w_dims, y_dims, {len(shape.w)}, geometry, {int(bool(k.bias))}, "
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
-        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}}};",
+        f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}, "
+        f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}}};",
         "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_conv_run(s, {k.x}, w, {k.bias or '0'}, "
-        f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}))",
+        f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}, {k.x_copy or '0'}))",
         f"{INDENT}return 1;",
     ]
     if k.epilogue is not None:

@@ -88,7 +88,10 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
                 + "\n */"
             )
         # a failing kernel returns its step + 1, so the caller can name it
-        calls[id(k)] = call_status(k, step, f"{function}({', '.join(args)})")
+        call = f"{function}({', '.join(args)})"
+        if copy := kir.same_place_copy(k):  # a reshape the arena laid over its source
+            call = f"{copy[1]} != {copy[0]} && {call}"
+        calls[id(k)] = call_status(k, step, call)
         if isinstance(k, kir.Callback | kir.CustomCall):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
     call_lines, timed_lines = _schedule_lines(plan, calls, profile)

@@ -10,7 +10,8 @@ when every kernel that touches it can take it so:
 
 - its writer: a oneDNN convolution whose epilogue is all post-ops and whose primitive
   chose a blocked destination; a pooling or channel Concat whose inputs are blocked; an
-  element-wise kernel reading a blocked tensor;
+  element-wise kernel reading a blocked tensor; a channel shuffle of a channels-last
+  tensor (`mdsl.codegen.channel_shuffle`, channels last in and out);
 - its readers: oneDNN convolutions taking it as their source (in the layout their
   primitive chose, or reordered from another into their scratch) or as their residual (the sum post-op reorders or copies it into the
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
@@ -18,8 +19,9 @@ when every kernel that touches it can take it so:
   the block, so every input is one contiguous run of the output per image: the copy
   kernels are rewritten to copy those runs; a Concat whose output stays NCHW copies each
   kept input from its layout, so DenseNet's last block and Inception's last Concat do
-  not make every tensor before them NCHW), and element-wise kernels (a pre-activation
-  BatchNorm + ReLU: every operand the whole tensor or one value per channel or image).
+  not make every tensor before them NCHW), element-wise kernels (a pre-activation
+  BatchNorm + ReLU: every operand the whole tensor or one value per channel or image)
+  and channel shuffles writing a channels-last tensor.
 
 An element-wise kernel computes the same in any layout of its operands, so it is
 rewritten to run over (n, channel block, h, w, channel in block) with each operand's
@@ -121,8 +123,9 @@ def keep_blocked(plan, reads: Callable[[object], set[str]]) -> list[str]:
 
 
 def _reorder_shared_sources_once(plan) -> None:
-    """An NCHW tensor that oneDNN convolutions read in one layout more than once (as a
-    source, or as a residual in their destination's layout: a ResNet block's input) is
+    """A tensor that oneDNN convolutions read in one layout more than once, each through
+    a reorder (as a source, or as a residual in their destination's layout: a ResNet
+    block's NCHW input; ResNet's max pool, kept nChw16c, read by two NHWC 1x1s), is
     reordered once. The first of them reads it as its source and keeps its reordered
     copy in a new buffer; the others read that copy, in place of a reorder each."""
     for b, users in _blocked_uses(plan).items():
@@ -143,15 +146,16 @@ def _reorder_shared_sources_once(plan) -> None:
 
 
 def _blocked_uses(plan) -> dict[str, list]:
-    """NCHW tensor -> [(oneDNN convolution, the layout it reorders it into)] for each
-    one that reads it through a reorder of its own, in kernel order."""
+    """Tensor -> [(oneDNN convolution, the layout it reorders it into)] for each one
+    that reads it through a reorder of its own (from NCHW or from another kept layout),
+    in kernel order."""
     uses: dict[str, list] = {}
     for k in plan.kernels:
         if not isinstance(k, kir.Conv) or not k.onednn or k.x == k.residual:
             continue
-        if not k.x_layout and k.src_layout and k.onednn_src_elems:
+        if k.x_layout != k.src_layout and k.src_layout and k.onednn_src_elems:
             uses.setdefault(k.x, []).append((k, k.src_layout))
-        if k.residual and not k.residual_layout and k.dst_layout:
+        if k.residual and k.residual_layout != k.dst_layout and k.dst_layout:
             uses.setdefault(k.residual, []).append((k, k.dst_layout))
     return uses
 

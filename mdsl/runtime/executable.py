@@ -121,7 +121,8 @@ class Executable:
             symbols = self._feeds.symbols(feeds)  # None: feeds to convert, or a mistake
             if symbols is None:
                 feeds, symbols = bind_feeds(self.graph, feeds)
-            return self._variant(symbols).run(feeds)
+            variant = self._single_variant
+            return (self._variant(symbols) if variant is None else variant).run(feeds)
         except MemoryError:
             raise ExecutionError(
                 f"graph {self.graph.name!r}: out of memory for these feeds' shapes"

@@ -10,7 +10,8 @@ when every kernel that touches it can take it so:
 
 - its writer: a oneDNN convolution whose epilogue is all post-ops and whose primitive
   chose a blocked destination; a pooling or channel Concat whose inputs are blocked; an
-  element-wise kernel reading a blocked tensor;
+  element-wise kernel reading a blocked tensor; a channel shuffle of a channels-last
+  tensor (`mdsl.codegen.channel_shuffle`, channels last in and out);
 - its readers: oneDNN convolutions taking it as their source (in the layout their
   primitive chose, or reordered from another into their scratch) or as their residual (the sum post-op reorders or copies it into the
   destination), poolings (oneDNN's pooling primitive then computes them, blocked in and
@@ -18,8 +19,9 @@ when every kernel that touches it can take it so:
   the block, so every input is one contiguous run of the output per image: the copy
   kernels are rewritten to copy those runs; a Concat whose output stays NCHW copies each
   kept input from its layout, so DenseNet's last block and Inception's last Concat do
-  not make every tensor before them NCHW), and element-wise kernels (a pre-activation
-  BatchNorm + ReLU: every operand the whole tensor or one value per channel or image).
+  not make every tensor before them NCHW), element-wise kernels (a pre-activation
+  BatchNorm + ReLU: every operand the whole tensor or one value per channel or image)
+  and channel shuffles writing a channels-last tensor.
 
 An element-wise kernel computes the same in any layout of its operands, so it is
 rewritten to run over (n, channel block, h, w, channel in block) with each operand's

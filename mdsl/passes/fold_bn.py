@@ -96,9 +96,11 @@ def _fold_pad_into_conv(m: Match) -> Tensor | None:
     rank = len(x.shape)
     if len(pad.inputs) != 1 or pad.attrs.get("mode", "constant") != "constant":
         return None
-    if (
-        pad.attrs.get("constant_value", 0.0) != 0.0
-        or conv.attrs.get("auto_pad", "NOTSET") != "NOTSET"
+    # VALID: no padding of its own (Hugging Face's EfficientNet pads before each
+    # stride-2 depthwise convolution so)
+    if pad.attrs.get("constant_value", 0.0) != 0.0 or conv.attrs.get("auto_pad", "NOTSET") not in (
+        "NOTSET",
+        "VALID",
     ):
         return None
     axes = pad.attrs.get("axes")
@@ -113,7 +115,7 @@ def _fold_pad_into_conv(m: Match) -> Tensor | None:
     own = list(conv.attrs.get("pads") or (0,) * (2 * spatial))
     grown = [own[i] + begins[2 + i] for i in range(spatial)]
     grown += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
-    attrs = dict(conv.attrs, pads=tuple(grown))
+    attrs = dict(conv.attrs, pads=tuple(grown), auto_pad="NOTSET")
     return m.rewriter.emit("Conv", [x, *conv.inputs[1:]], attrs, like=conv).outputs[0]
 
 

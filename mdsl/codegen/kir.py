@@ -191,11 +191,8 @@ class DnnlWeights:
 
 @dataclass(slots=True)
 class Conv:
-    """2-D convolution (NCHW, OIHW weights, groups) as im2col + GEMM, plus epilogue."""
-
-    KIND: ClassVar[str] = (
-        "convolution (im2col + GEMM) + epilogue"  # what tables and profiles call it
-    )
+    """2-D convolution (NCHW, OIHW weights, groups) plus epilogue: on oneDNN, directly on
+    packed weights, or as im2col + GEMM."""
 
     name: str
     nodes: list[NodeRef]
@@ -255,6 +252,17 @@ class Conv:
     x_copy: str = ""
     x_copy_layout: str = ""
     dst_in_residual: bool = False
+
+    @property
+    def KIND(self) -> str:
+        """What tables and profiles call it: how this convolution is computed."""
+        if self.onednn:
+            return "convolution (oneDNN) + epilogue"
+        if self.packed_w:
+            return "convolution (packed weights) + epilogue"
+        if self.group == self.c == self.cout and self.group > 1:
+            return "depthwise convolution + epilogue"
+        return "convolution (im2col + GEMM) + epilogue"
 
 
 @dataclass(slots=True)

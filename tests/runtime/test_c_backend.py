@@ -298,7 +298,7 @@ def test_resnet_block_on_c_two_batch_sizes_one_executable():
     assert sorted(exe.variants()) == [()]  # one symbolic build, memory planned per N
     assert arenas[1] > arenas[0]
     kinds = sorted(k.kind for k in exe.kernels)
-    assert kinds.count("convolution (im2col + GEMM) + epilogue") == 2
+    assert kinds.count("convolution (packed weights) + epilogue") == 2
     _generated_only(exe)
 
 

@@ -223,13 +223,7 @@ class CVariant:
         local = self._local
         state = getattr(local, "state", None) or self._new_thread_state()
         in_ptrs, out_ptrs, arena = state
-        copies = []  # contiguous copies of strided inputs stay alive for the call
-        for i, name in enumerate(self._input_names):
-            a = env[name]
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-                copies.append(a)
-            in_ptrs[i] = _ptr(a)
+        _copies = self._point_inputs(in_ptrs, env)  # alive until the call returns
         outputs = {}
         for i, (name, shape, dtype, from_pool) in enumerate(self._output_specs):
             a = self._output_pool().array(i, shape, dtype) if from_pool else np.empty(shape, dtype)
@@ -240,6 +234,18 @@ class CVariant:
         if status != 0 or local.error is not None:
             self._raise(status)
         return outputs
+
+    def _point_inputs(self, in_ptrs, env: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Points the entry's input slots at the feeds; a strided feed is copied first, and
+        the copies are returned: they must stay alive until the call returns."""
+        copies = []
+        for i, name in enumerate(self._input_names):
+            a = env[name]
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+                copies.append(a)
+            in_ptrs[i] = _ptr(a)
+        return copies
 
     def _call_with_dims(self, entry, env: dict[str, np.ndarray], *extra):
         """A run of a `mdsl_run_dims` unit: the signature's layout, the symbols' values."""
@@ -257,13 +263,7 @@ class CVariant:
             dims_state = self._local.dims_state = (array, _FFI.from_buffer("int64_t[]", array))
         if layout.native is None:
             layout.native = _FFI.from_buffer("int64_t[]", layout.offsets)
-        copies = []  # contiguous copies of strided inputs stay alive for the call
-        for i, name in enumerate(self._input_names):
-            a = env[name]
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-                copies.append(a)
-            in_ptrs[i] = _ptr(a)
+        _copies = self._point_inputs(in_ptrs, env)  # alive until the call returns
         outputs = shapes.new_outputs(layout, values, self._output_pool().array)
         for i, a in enumerate(outputs):
             out_ptrs[i] = _ptr(a)

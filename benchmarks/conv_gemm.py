@@ -6,12 +6,14 @@ both see the same machine; at more threads they take turns in blocks of calls (e
 runtime's idle threads spin after a call and would slow the other's next ones, see
 `_blocks`). The figure is the median ratio over rounds (blocks) with its spread (min-max
 of the per-round ratios). `--load` keeps one core busy with a background process for the whole
-run: the loaded-machine rule of the threading work (2 threads must never be slower than
-1 thread) is read from these rows.
+run (`--load N`: N processes spinning): the loaded-machine rule of the threading work (2
+threads must never be slower than 1 thread) is read from these rows, and each row gives
+the load average (`/proc/loadavg`, one minute) at its end.
 
     python benchmarks/conv_gemm.py                      # every case, 1 and 2 threads
     python benchmarks/conv_gemm.py --only dw,mlp --load
     python benchmarks/conv_gemm.py --only softmax,mlp --load --thread-rule  # 2T vs 1T
+    python benchmarks/conv_gemm.py --only mbv2 --load 7 --thread-rule      # a busier machine
 """
 
 from __future__ import annotations
@@ -352,16 +354,32 @@ def run_thread_rule(name: str, budget_s: float) -> dict:
     return row
 
 
-def background_load() -> subprocess.Popen:
-    """One process spinning on the CPU (the 'another process keeps a core busy' load)."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+def background_load(processes: int = 1) -> list[subprocess.Popen]:
+    """Processes spinning on the CPU (one: the 'another process keeps a core busy' load)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+
+
+def load_average() -> float:
+    """The machine's one-minute load average (nan where /proc/loadavg is missing)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return float("nan")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated cases: " + ",".join(CASES))
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--load", action="store_true", help="keep one core busy meanwhile")
+    parser.add_argument(
+        "--load",
+        type=int,
+        nargs="?",
+        const=1,
+        default=0,
+        metavar="N",
+        help="keep one core busy meanwhile (N: that many processes spinning)",
+    )
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per case and thread")
     parser.add_argument(
         "--onednn",
@@ -389,7 +407,7 @@ def main(argv=None) -> int:
         args.threads = "1"
     threads = [int(t) for t in args.threads.split(",")]
     names = args.only.split(",") if args.only else list(CASES)
-    load = background_load() if args.load else None
+    load = background_load(args.load)
     try:
         if args.thread_rule:
             return _print_thread_rule(names, args.budget)
@@ -416,23 +434,24 @@ def main(argv=None) -> int:
                     flush=True,
                 )
     finally:
-        if load is not None:
-            load.kill()
+        for process in load:
+            process.kill()
     return 0
 
 
 def _print_thread_rule(names: list[str], budget_s: float) -> int:
     print(
         "| case | mdsl 1T ms | mdsl 2T ms | ORT 1T ms | ORT 2T ms | mdsl 2T / 1T median | spread "
-        "| mean 2T / mean 1T |"
+        "| mean 2T / mean 1T | load average |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         r = run_thread_rule(name, budget_s)
         lo, hi = r["spread"]
         print(
             f"| {name} | {r['mdsl 1T']:.3f} | {r['mdsl 2T']:.3f} | {r['ORT 1T']:.3f} "
-            f"| {r['ORT 2T']:.3f} | {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} | {r['mean_ratio']:.2f} |",
+            f"| {r['ORT 2T']:.3f} | {r['ratio']:.2f} | {lo:.2f}-{hi:.2f} | {r['mean_ratio']:.2f} "
+            f"| {load_average():.1f} |",
             flush=True,
         )
     return 0

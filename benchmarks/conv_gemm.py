@@ -233,11 +233,13 @@ def _interleaved(fns: dict, rounds: int, budget_s: float) -> dict[str, list[floa
     for fn in fns.values():
         for _ in range(3):
             fn()
-    once = max(_time(fn, 1) for fn in fns.values())
+    once = max(min(_time(fn, 1) for _ in range(3)) for fn in fns.values())
     number = max(1, int(2e-3 / once))
-    rounds = max(5, min(rounds, int(budget_s / (once * (number + 1) * len(fns)))))
+    end = time.perf_counter() + budget_s  # a loaded machine makes any count of rounds slow
     times = {k: [] for k in fns}
-    for _ in range(rounds):
+    for done in range(rounds):
+        if done >= 5 and time.perf_counter() > end:
+            break
         for key, fn in fns.items():
             fn()
             times[key].append(_time(fn, number))

@@ -204,7 +204,8 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    - a lost probe is tried again soon (MDSL_TEAM_PROBE_MIN calls: a load that was passing,
      such as another runtime's pool spinning after its own calls, is gone by then); the
      gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
-     probe is due at least every MDSL_TEAM_PROBE_SECONDS;
+     probe is due at least every MDSL_TEAM_PROBE_SECONDS (a probe of one thread, no more
+     often than its cost keeps within MDSL_TEAM_PROBE_SHARE of the time);
    - but probes of the whole team may cost at most MDSL_TEAM_PROBE_SHARE of the time: a
      probe's cost (what its calls took beyond the choice's time) is paid from a credit
      that grows by that share of the time passing, up to MDSL_TEAM_CREDIT_CALLS of the
@@ -290,11 +291,21 @@ static void mdsl_team_remember(mdsl_team_policy *p, double t) {
     if (p->recent_count < MDSL_TEAM_WINDOW) p->recent_count++;
 }
 
+/* Seconds after the last probe when the next is due whatever the calls' count: at least
+   MDSL_TEAM_PROBE_SECONDS, and for a probe of one thread (it costs about what one
+   thread is slower than the chosen team) long enough to stay within the probe share:
+   a call of 0.5 s on the team probed one thread every other call, 1.33x the time. */
+static double mdsl_team_probe_period(const mdsl_team_policy *p) {
+    if (p->choice == 0) return MDSL_TEAM_PROBE_SECONDS;  /* the credit holds those back */
+    const double cost = p->other - mdsl_team_recent(p) / MDSL_TEAM_MARGIN;
+    const double period = cost / MDSL_TEAM_PROBE_SHARE;
+    return period > MDSL_TEAM_PROBE_SECONDS ? period : MDSL_TEAM_PROBE_SECONDS;
+}
 /* The team size of the next call at time `now`: 0 (one thread) or 1 (the whole team). */
 static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
     if (p->calls < 4) return (int)(p->calls & 1);  /* both once cold, once warm */
     if (p->probe_calls > 0) return !p->choice;
-    const int due = p->calls >= p->next_probe || now - p->probed_at >= MDSL_TEAM_PROBE_SECONDS;
+    const int due = p->calls >= p->next_probe || now - p->probed_at >= mdsl_team_probe_period(p);
     return due && (p->choice == 1 || p->credit >= 0.0) ? !p->choice : p->choice;
 }
 /* Whether the call mdsl_team_pick chose starts a probe of the whole team that the run

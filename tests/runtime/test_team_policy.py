@@ -270,3 +270,12 @@ def test_a_flapping_load_costs_the_chosen_team_at_most_the_probe_share(policy):
     picked, times = policy(one, whole)
     assert picked[40:100].mean() > 0.9  # quiet at first: the whole team
     assert times[100:].sum() <= 1.03 * one[100:].sum()
+
+
+@pytest.mark.parametrize("whole", [0.1, 0.5])
+def test_slow_calls_on_a_quiet_machine_probe_one_thread_within_the_share(policy, whole):
+    """Calls of 0.1 or 0.5 s on the whole team (twice that on one thread): a probe of one
+    thread costs a whole call, so probing it every second cost 8% or 33% of the time; now
+    the probe share's 2%."""
+    picked, times = policy(*steady(2000, 2 * whole, whole))
+    assert picked[4:].mean() > 0.97 and times[4:].mean() <= 1.025 * whole

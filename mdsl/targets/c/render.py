@@ -110,6 +110,7 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
             isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
             for k in plan.all_kernels()
         ),
+        uses_silu=any(isinstance(k, kir.Conv) and k.silu for k in plan.all_kernels()),
         onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
         uses_onednn_matmul=uses_onednn_matmul(plan),
         buffer_lines=_buffer_lines(plan),

@@ -65,7 +65,7 @@ def work(monkeypatch):
 
     counting(manager, "optimize", "optimize")
     counting(backend, "plan_variant", "plan")
-    counting(backend, "render_c", "render")
+    counting(backend, "render_units", "render")
     counting(toolchain, "_build_entry", "gcc")
     counting(ParamInit, "_draw", "draw")
     return counts

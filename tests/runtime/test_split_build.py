@@ -17,6 +17,7 @@ import pytest
 
 import mdsl
 from mdsl import ops
+from mdsl.codegen import onednn
 from mdsl.targets.c import render
 from tests.ops import op_table
 from tests.ops.cases_control_flow import CASES
@@ -145,3 +146,48 @@ def test_a_saved_split_build_is_refused_where_this_mdsl_would_not_split(
     monkeypatch.setattr(render, "SPLIT_CALLS", 10**6)
     with pytest.raises(mdsl.CompileError, match="differs from what this mdsl generates"):
         mdsl.load_executable(tmp_path / "saved")
+
+
+@pytest.mark.skipif(onednn.library_path() is None, reason="oneDNN is not installed")
+def test_onednn_convolutions_in_several_kernel_units_match_the_interpreter(split):
+    """Each kernel unit has its own oneDNN engine; primitives and weights stay per kernel."""
+    rng = np.random.default_rng(5)
+    with mdsl.Graph("split convs") as g:
+        h = g.input("x", (1, 8, 13, 13))
+        for i in range(3):
+            w = g.const(f"w{i}", rng.standard_normal((8, 8, 3, 3)).astype(np.float32) / 8)
+            h = ops.relu(ops.conv2d(h, w, pads=1)) + h
+        g.output(h, "y")
+    exe = mdsl.compile(g, backend="c", threads=2)
+    assert len(exe.sources) >= 3
+    assert sum("mdsl_dnnl" in unit for unit in list(exe.sources.values())[1:]) >= 2
+    feeds = {"x": rng.standard_normal((1, 8, 13, 13)).astype(np.float32)}
+    for _ in range(2):  # the second call reuses each unit's primitives
+        _assert_close(exe(feeds), mdsl.interpret(g, feeds))
+
+
+SCALE_C = """
+static float twice(float v) { return 2.0f * v; }
+int scale_f32(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs, int n_outputs,
+              const double *attrs, int n_attrs) {
+    const float *x = (const float *)inputs[0].data;
+    float *y = (float *)outputs[0].data;
+    for (int64_t i = 0; i < inputs[0].size; i++) y[i] = twice(x[i]);
+    return 0;
+}
+"""
+
+
+def test_a_custom_c_op_in_a_split_build_matches_numpy(split):
+    @mdsl.op_proto("SplitScale", inputs={"x": "float32"}, outputs={"y": "float32"})
+    def scale(x):
+        return x
+
+    mdsl.register_op_impl("SplitScale", backend="c", source=SCALE_C, symbol="scale_f32")
+    with mdsl.Graph("split custom") as g:
+        x = g.input("x", ("N", 6))
+        g.output(ops.tanh(scale(ops.exp(x) * 0.5)) + 1.0, "y")
+    exe = mdsl.compile(g, backend="c")
+    assert len(exe.sources) >= 2
+    x = np.linspace(-2, 2, 18, dtype=np.float32).reshape(3, 6)
+    np.testing.assert_allclose(exe(x=x)["y"], np.tanh(np.exp(x)) + 1.0, rtol=1e-6, atol=1e-6)

@@ -2,7 +2,7 @@
 
 What is timed, per backend:
 
-- "c": a profiling build of the variant, `render_c(plan, profile=True)`, a separate
+- "c": a profiling build of the variant, `render_units(plan, profile=True)`, a separate
   library in the build cache whose `mdsl_run_profile` reads CLOCK_MONOTONIC around each
   kernel call. The normal build has no timers, so profiling costs nothing when unused.
 - "numba": each kernel call of the Python driver (a timed copy of the generated `run`,

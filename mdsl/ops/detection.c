@@ -100,29 +100,11 @@ NMS_EXACT static double nms_iou(const double *a, const double *b) {
 }
 
 /* Whether box i comes before box j: the higher score first, NaN last, ties by index. */
-static int nms_before(const double *s, int64_t i, int64_t j) {
+static int nms_before(const void *scores, int64_t i, int64_t j) {
+    const double *s = scores;
     if (isnan(s[j])) return !isnan(s[i]) || i < j;
     if (isnan(s[i])) return 0;
     return s[i] > s[j] || (s[i] == s[j] && i < j);
-}
-
-static void nms_sort(const double *s, int64_t *order, int64_t *tmp, int64_t n) {
-    int64_t *src = order, *dst = tmp;
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    for (int64_t width = 1; width < n; width *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * width) {
-            const int64_t mid = lo + width < n ? lo + width : n;
-            const int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t a = lo, b = mid, at = lo;
-            while (a < mid && b < hi) dst[at++] = nms_before(s, src[b], src[a]) ? src[b++] : src[a++];
-            while (a < mid) dst[at++] = src[a++];
-            while (b < hi) dst[at++] = src[b++];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
 }
 
 int detection_nms(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs,
@@ -148,7 +130,7 @@ int detection_nms(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outputs,
         for (int64_t i = 0; i < n; i++) nms_corners(boxes, b * n + i, centre, corners + 4 * i);
         for (int64_t c = 0; c < classes; c++) {
             for (int64_t i = 0; i < n; i++) s[i] = nms_score(scores, (b * classes + c) * n + i);
-            nms_sort(s, order, tmp, n);
+            ops_stable_sort(nms_before, s, order, tmp, n);
             int64_t count = 0;
             for (int64_t r = 0; r < n && count < limit; r++) {
                 const int64_t i = order[r];

@@ -58,7 +58,9 @@ def _nonzero_ref(x, **_):
 
 register_op_impl("NonZero", _nonzero_ref)
 data_dependent("NonZero", count=lambda x, **_: 1, bounds=lambda x, **_: [numel(x.shape)])
-C_SOURCE = Path(__file__).with_name("detection.c").read_text()
+C_SOURCE = "\n".join(
+    Path(__file__).with_name(f).read_text() for f in ("stable_sort.c", "detection.c")
+)
 register_op_impl("NonZero", backend="c", source=C_SOURCE, symbol="detection_nonzero")
 
 

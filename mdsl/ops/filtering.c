@@ -118,26 +118,10 @@ static int unique_slice_order(const filter_view *v, int64_t i, int64_t j) {
     return 0;
 }
 
-/* Sort slice numbers 0..n-1 by their slices, stably (equal slices keep their order, so
- * each run of equal ones starts with its first occurrence); `tmp` holds n entries. */
-static void unique_sort(const filter_view *v, int64_t *order, int64_t *tmp, int64_t n) {
-    int64_t *src = order, *dst = tmp;
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    for (int64_t width = 1; width < n; width *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * width) {
-            const int64_t mid = lo + width < n ? lo + width : n;
-            const int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t a = lo, b = mid, at = lo;
-            while (a < mid && b < hi)
-                dst[at++] = unique_slice_order(v, src[a], src[b]) <= 0 ? src[a++] : src[b++];
-            while (a < mid) dst[at++] = src[a++];
-            while (b < hi) dst[at++] = src[b++];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
+/* Whether slice i of the view comes strictly before slice j (the sort is stable, so each
+ * run of equal slices starts with its first occurrence). */
+static int unique_slice_before(const void *view, int64_t i, int64_t j) {
+    return unique_slice_order(view, i, j) < 0;
 }
 
 /* -- Unique of single elements: a stable radix sort of order-preserving integer keys -- */
@@ -220,7 +204,7 @@ int filtering_unique(const mdsl_tensor *inputs, int n_inputs, mdsl_tensor *outpu
         return 1;
     }
     int64_t *tmp = order + n, *group = tmp + n, *rank = group + n;
-    if (!single) unique_sort(&v, order, tmp, n);
+    if (!single) ops_stable_sort(unique_slice_before, &v, order, tmp, n);
     int64_t count = 0; /* group[i]: slice i's run in sorted order; tmp[g]: run g's first */
     for (int64_t s = 0; s < n; s++) {
         const int differs = single ? s == 0 || key[s - 1] != key[s]

@@ -129,7 +129,9 @@ def _unique_ref(x, *, axis, sorted, **_):
 
 register_op_impl("Compress", _compress_ref)
 register_op_impl("Unique", _unique_ref)
-C_SOURCE = Path(__file__).with_name("filtering.c").read_text()
+C_SOURCE = "\n".join(
+    Path(__file__).with_name(f).read_text() for f in ("stable_sort.c", "filtering.c")
+)
 register_op_impl("Compress", backend="c", source=C_SOURCE, symbol="filtering_compress")
 register_op_impl("Unique", backend="c", source=C_SOURCE, symbol="filtering_unique")
 data_dependent(

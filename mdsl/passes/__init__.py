@@ -40,6 +40,7 @@ from mdsl.passes.edit import (
 )
 from mdsl.passes.fold import fold_constants
 from mdsl.passes.fold_bn import fold_conv_bn, fuse_matmul_add
+from mdsl.passes.fold_pad import fold_pad_into_conv
 from mdsl.passes.manager import (
     BUILTIN_ORDER,
     PassError,

@@ -7,9 +7,7 @@ stored in the Conv's dtype. A Conv whose only reader multiplies or adds a consta
 is one value per output channel (or one value: Caffe2 exports write a BatchNorm as BN
 followed by such a Mul and Add) folds the same way: W' = W * m, b' = b * m, or b' = b + a.
 A convolution whose epilogue is then at most bias and ReLU keeps oneDNN's layouts across
-layers (docs/cpu-kernels.md). A zero constant Pad of the spatial dims before a Conv (how
-TensorFlow-style "same" padding is exported, e.g. Hugging Face's MobileNetV2) becomes the
-Conv's own padding: no padded copy, and the tensor before it may stay in oneDNN's layout.
+layers (docs/cpu-kernels.md). (A zero Pad before a Conv folds into it in `fold_pad.py`.)
 
 `fuse_matmul_add`: MatMul of 2-D operands plus a bias that broadcasts to its (M, N)
 output becomes one ONNX Gemm (a BLAS call with beta*C). Higher-rank MatMul + Add (the
@@ -88,37 +86,6 @@ def _fold_affine_into_conv(m: Match) -> Tensor | None:
     return m.rewriter.emit("Conv", [x, w_t, b_t], dict(conv.attrs), like=conv).outputs[0]
 
 
-def _fold_pad_into_conv(m: Match) -> Tensor | None:
-    """Conv(Pad(x)) with zero constant padding of the spatial dims -> Conv(x), its pads
-    grown by the Pad's."""
-    conv, pad = m.root, m["padded"].producer
-    x = pad.inputs[0]
-    rank = len(x.shape)
-    if len(pad.inputs) != 1 or pad.attrs.get("mode", "constant") != "constant":
-        return None
-    # VALID: no padding of its own (Hugging Face's EfficientNet pads before each
-    # stride-2 depthwise convolution so)
-    if pad.attrs.get("constant_value", 0.0) != 0.0 or conv.attrs.get("auto_pad", "NOTSET") not in (
-        "NOTSET",
-        "VALID",
-    ):
-        return None
-    axes = pad.attrs.get("axes")
-    axes = range(rank) if axes is None else [a % rank for a in axes]
-    begins, ends = [0] * rank, [0] * rank
-    pads = list(pad.attrs["pads"])
-    for i, a in enumerate(axes):
-        begins[a], ends[a] = pads[i], pads[i + len(pads) // 2]
-    if any(begins[:2] + ends[:2]) or min(begins + ends) < 0:
-        return None
-    spatial = rank - 2
-    own = list(conv.attrs.get("pads") or (0,) * (2 * spatial))
-    grown = [own[i] + begins[2 + i] for i in range(spatial)]
-    grown += [own[spatial + i] + ends[2 + i] for i in range(spatial)]
-    attrs = dict(conv.attrs, pads=tuple(grown), auto_pad="NOTSET")
-    return m.rewriter.emit("Conv", [x, *conv.inputs[1:]], attrs, like=conv).outputs[0]
-
-
 def folded_conv_params(w, b, scale, bias, mean, var, *, epsilon: float):
     """Weights and bias of a Conv equal to Conv(w, b) followed by BatchNorm."""
     s = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + epsilon)
@@ -143,11 +110,6 @@ CONV_BN_RULES = PatternMatcher(
         ),
         (Pat("Mul", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
         (Pat("Add", Pat("Conv", name="conv"), Pat.cvar("k")), _fold_affine_into_conv),
-        (Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), None), _fold_pad_into_conv),
-        (
-            Pat("Conv", Pat("Pad", name="padded"), Pat.var("w"), Pat.var("b")),
-            _fold_pad_into_conv,
-        ),
     ]
 )
 
@@ -155,8 +117,7 @@ CONV_BN_RULES = PatternMatcher(
 @register("fold_conv_bn", levels=(2, 3))
 def fold_conv_bn(g: Graph) -> PassResult:
     """Fold inference BatchNormalization, and Mul / Add of a constant per output
-    channel, into the Conv before it (constant params), and a zero Pad of the spatial
-    dims into the Conv after it.
+    channel, into the Conv before it (constant params).
 
     >>> import mdsl
     >>> with mdsl.Graph("demo") as g:
@@ -171,7 +132,7 @@ def fold_conv_bn(g: Graph) -> PassResult:
     return PassResult(
         g,
         count > 0,
-        f"folded {count} BatchNormalization / per-channel Mul / Add / Pad node(s) into Conv",
+        f"folded {count} BatchNormalization / per-channel Mul / Add node(s) into Conv",
     )
 
 

@@ -48,7 +48,15 @@ PHASES = ("cleanup", "rewrite", "layout", "fusion")
 _DEFAULT_PHASES = {"layout": "layout", "fuse": "fusion"}
 # Built-in passes run first in their phase, in this order; other passes follow in the
 # order they were registered.
-BUILTIN_ORDER = ("fold_constants", "simplify", "cse", "dce", "fold_conv_bn", "fuse_matmul_add")
+BUILTIN_ORDER = (
+    "fold_constants",
+    "simplify",
+    "cse",
+    "dce",
+    "fold_pad_into_conv",
+    "fold_conv_bn",
+    "fuse_matmul_add",
+)
 MAX_LEVEL = 3
 DEFAULT_MAX_ITERATIONS = 8
 

@@ -491,14 +491,10 @@ static void mdsl_team_end(const mdsl_team_call *call) {
     const double now = mdsl_clock();
     mdsl_team_record(&mdsl_team_state, call->team, now - call->t0, now);
 }
-/* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
-   y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
-   summing it, one scaling y in place (the row stays in L1 between them; x is read from
-   memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
-   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
-   tails, and exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp;
-   exp(r) for r < -87.3, which would be subnormal, is 0; NaN propagates). Otherwise they
-   are the same loops written for the compiler to vectorize with libm's expf. */
+/* ---- exp of 16 non-positive floats (AVX-512), for the hand-vectorized row and
+   activation helpers (softmax_rows.h.j2, silu.h.j2) ----
+   exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp; exp(r) for
+   r < -87.3, which would be subnormal, is 0; NaN propagates). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline __m512 mdsl_exp_nonpos16(__m512 x) {
@@ -517,6 +513,15 @@ static inline __m512 mdsl_exp_nonpos16(__m512 x) {
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(normal, p, k);
 }
+#endif
+/* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
+   y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
+   summing it, one scaling y in place (the row stays in L1 between them; x is read from
+   memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
+   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
+   tails, and exp(r) for r <= 0 by `mdsl_exp_nonpos16` (vector_exp.h.j2). Otherwise they
+   are the same loops written for the compiler to vectorize with libm's expf. */
+#if defined(__AVX512F__)
 static inline float mdsl_row_max_f32(const float *x, int64_t n) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;

@@ -82,3 +82,18 @@ def test_nms_with_flipped_corners_no_limit_and_an_iou_at_the_threshold():
     boxes = np.array([[[1, 1, 0, 0], [0, 0, 1, 0.5], [0, 0.5, 1, 1], [0, 0, 1, 2 / 3]]], np.float32)
     scores = np.array([[[0.9, 0.8, 0.7, 0.6], [0.1, 0.2, 0.3, 0.4]]], np.float32)
     assert_native_and_equal(g, [{"boxes": boxes, "scores": scores}])
+
+
+def test_nms_and_unique_share_one_sort_in_one_translation_unit():
+    # detection.c and filtering.c both carry stable_sort.c; its guard keeps one copy
+    with mdsl.Graph("nms_unique") as g:
+        boxes, scores = g.input("boxes", ("B", "N", 4)), g.input("scores", ("B", 2, "N"))
+        keep = ops.non_max_suppression(
+            boxes, scores, max_output_boxes_per_class=3, iou_threshold=0.5, score_threshold=0.3
+        )
+        g.output(keep, "keep")
+        g.output(ops.unique(g.input("x", ("M",)), sorted=True)[0], "unique")
+    rng = np.random.default_rng(3)
+    feeds = _nms_feeds(rng, 2, 7)
+    feeds["x"] = rng.integers(0, 4, 9).astype(np.float32)
+    assert_native_and_equal(g, [feeds])

@@ -187,7 +187,7 @@ def test_builtin_passes_are_registered_with_their_levels_and_phases():
     infos = mdsl.passes.registered_passes()
     for name in ("fold_constants", "simplify", "cse", "dce"):
         assert infos[name].levels == frozenset({1, 2, 3}) and infos[name].phase == "cleanup"
-    for name in ("fold_conv_bn", "fuse_matmul_add"):
+    for name in ("fold_pad_into_conv", "fold_conv_bn", "fuse_matmul_add"):
         assert infos[name].levels == frozenset({2, 3}) and infos[name].phase == "rewrite"
     assert set(mdsl.passes.PASS_NAMES) <= set(infos)
 
@@ -209,6 +209,7 @@ def test_optimize_pipeline_by_level():
     assert _names(manager.optimize_pipeline(1)) == [(cleanup, True)]
     level2 = _names(manager.optimize_pipeline(2))
     rewrites = [
+        "fold_pad_into_conv",
         "fold_conv_bn",
         "fuse_matmul_add",
         "conv3d_as_conv2d",

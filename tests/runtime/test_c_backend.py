@@ -16,7 +16,6 @@ Every comparison uses the op table's tolerances (or the random-graph suite's) ag
 from __future__ import annotations
 
 import importlib
-import threading
 
 import numpy as np
 import pytest
@@ -34,6 +33,7 @@ from tests.passes.random_graphs import (
     assert_same_outputs,
     random_graphs,
 )
+from tests.runtime.concurrency import run_concurrently
 
 BATCH_SIZE = 16
 
@@ -484,22 +484,8 @@ def test_four_threads_times_25_calls_give_identical_results(sandbox):
     expected = [exe(x=a)["y"] for a in inputs]
     want = mdsl.interpret(g, {"x": inputs[0]})["y"]
     np.testing.assert_allclose(expected[0], want, rtol=1e-5, atol=1e-7)
-    barrier = threading.Barrier(4)
-    mismatches, errors = [], []
 
-    def worker(i):
-        try:
-            barrier.wait()
-            for call in range(25):
-                y = exe(x=inputs[i])["y"]
-                if not np.array_equal(y, expected[i]):
-                    mismatches.append((i, call))
-        except Exception as e:  # reported below, with the thread
-            errors.append((i, e))
+    def mismatched_calls(i):
+        return [c for c in range(25) if not np.array_equal(exe(x=inputs[i])["y"], expected[i])]
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and not mismatches
+    assert run_concurrently(mismatched_calls, 4) == [[]] * 4

@@ -6,7 +6,6 @@ graphs and for the symbolic build of symbolic ones."""
 
 from __future__ import annotations
 
-import threading
 import types
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 import mdsl
 from mdsl import ops
 from mdsl.runtime import executable
+from tests.runtime.concurrency import run_concurrently
 
 BACKENDS_THREADS = [("c", 1), ("c", 2), ("numba", 1)]
 
@@ -201,22 +201,9 @@ def test_concurrent_calls_on_the_fast_path():
     exe = mdsl.compile(_graph(), backend="c", threads=1)
     inputs = [_feeds(seed=i) for i in range(4)]
     expected = [exe(f) for f in inputs]
-    barrier = threading.Barrier(4)
-    failures = []
 
-    def worker(i):
-        try:
-            barrier.wait()
-            for _ in range(50):
-                out = exe(inputs[i])
-                if not all(np.array_equal(out[k], expected[i][k]) for k in out):
-                    failures.append(i)
-        except Exception as e:  # reported below
-            failures.append(e)
+    def all_equal(i):
+        outs = [exe(inputs[i]) for _ in range(50)]
+        return all(np.array_equal(o[k], expected[i][k]) for o in outs for k in o)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures
+    assert run_concurrently(all_equal, 4) == [True] * 4

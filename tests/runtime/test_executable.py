@@ -3,13 +3,12 @@ signature, fresh output arrays, unusual but valid input arrays, and the inspecti
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import mdsl
 from mdsl import ops
+from tests.runtime.concurrency import run_concurrently
 
 
 def _graph() -> mdsl.Graph:
@@ -155,22 +154,7 @@ def test_one_variant_per_shape_signature_and_each_is_reused():
 def test_concurrent_first_calls_build_one_usable_variant(tmp_path, monkeypatch):
     monkeypatch.setenv("MDSL_CACHE_DIR", str(tmp_path))  # a cold cache: real builds race
     exe = mdsl.compile(_graph(), backend="c")
-    results, errors = {}, []
-    barrier = threading.Barrier(4)
-
-    def call(i):
-        try:
-            barrier.wait()
-            results[i] = exe(_feeds(n=5, seed=i))["y"]
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_concurrently(lambda i: exe(_feeds(n=5, seed=i))["y"], 4)
     for i in range(4):
         np.testing.assert_allclose(results[i], _expected(_feeds(n=5, seed=i)), rtol=1e-6)
     assert list(exe.variants()) == [()]  # the symbolic build, built once

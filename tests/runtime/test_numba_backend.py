@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 
 import ml_dtypes
 import numpy as np
@@ -29,6 +28,7 @@ from mdsl.codegen import toolchain
 from mdsl.runtime import numba_backend
 from tests.ops import op_table
 from tests.ops.test_op_table import CASES as ALL_CASES
+from tests.runtime.concurrency import run_concurrently
 
 pytestmark = pytest.mark.usefixtures("sandbox")
 
@@ -243,20 +243,12 @@ def test_concurrent_calls_give_identical_results():
         np.random.default_rng(i).standard_normal((96, 512), dtype=np.float32) for i in range(4)
     ]
     expected = [exe(x=x) for x in inputs]
-    failures = []
 
-    def worker(i: int):
-        for _ in range(10):
-            got = exe(x=inputs[i])
-            if any(not np.array_equal(got[k], expected[i][k]) for k in got):
-                failures.append(i)
+    def all_equal(i: int):
+        outs = [exe(x=inputs[i]) for _ in range(10)]
+        return all(np.array_equal(o[k], expected[i][k]) for o in outs for k in o)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures
+    assert run_concurrently(all_equal, 4) == [True] * 4
 
 
 # -- Python callbacks ------------------------------------------------------------------------------

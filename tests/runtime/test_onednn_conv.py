@@ -463,3 +463,27 @@ def test_an_input_two_convolutions_read_is_reordered_once(also_nchw, threads):
         got, want = exe(x=x), mdsl.interpret(g, {"x": x})
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("c", [8, 13])
+def test_a_convolution_whose_residual_is_its_source_does_not_compute_over_it(c, relu, threads):
+    """`h = conv(h) + h` twice: the second convolution's residual, kept in its
+    destination's layout, is also its source, so it must not compute in that buffer
+    (it did: wrong results from the second layer on)."""
+    rng = np.random.default_rng(c)
+    with mdsl.Graph("self residual") as g:
+        h = g.input("x", (1, c, 13, 13))
+        for i in range(3):
+            y = ops.conv2d(h, g.const(f"w{i}", _rand(c, c, 3, 3) / c), pads=1)
+            h = (ops.relu(y) if relu else y) + h
+        g.output(h, "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert [k.kind for k in exe.kernels] == ["convolution (oneDNN) + epilogue"] * 3
+    for _ in range(2):
+        x = rng.standard_normal((1, c, 13, 13)).astype(np.float32)
+        np.testing.assert_allclose(
+            exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+        )

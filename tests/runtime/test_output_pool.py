@@ -3,13 +3,12 @@ dropped, and never memory the caller still holds (whole arrays, views, tensors, 
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import mdsl
 from mdsl.targets.output_pool import MIN_BYTES, OutputPool
+from tests.runtime.concurrency import run_concurrently
 
 ROWS, COLS = 512, 1024  # 2 MiB of float32: a pooled output
 
@@ -93,21 +92,10 @@ def test_symbolic_outputs_are_pooled_and_held_ones_kept():
 
 
 def test_threads_keep_their_results(exe):
-    results, errors = {}, []
-
-    def worker(i):
-        try:
-            results[i] = [exe(x=_feed(float(10 * i + c)))["y"] for c in range(6)]
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    for i, ys in results.items():
+    results = run_concurrently(
+        lambda i: [exe(x=_feed(float(10 * i + c)))["y"] for c in range(6)], 3
+    )
+    for i, ys in enumerate(results):
         for c, y in enumerate(ys):
             assert np.all(y == 2.0 * (10 * i + c) + 1.0)
 

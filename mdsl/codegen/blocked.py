@@ -163,13 +163,16 @@ def _blocked_uses(plan) -> dict[str, list]:
 def _destinations_in_residuals(plan, reads: Callable[[object], set[str]]) -> None:
     """A oneDNN convolution that writes an NCHW result through a scratch destination, and
     reads last a kept residual in that destination's layout, computes in the residual's
-    buffer: its sum post-op needs the residual there, so nothing is copied."""
+    buffer: its sum post-op needs the residual there, so nothing is copied. Not when the
+    residual is its source too (`conv(h) + h`): it would overwrite what it still reads."""
     last: dict[str, object] = {}
     for k in plan.kernels:
         for b in reads(k):
             last[b] = k
     for k in plan.kernels:
         if not isinstance(k, kir.Conv) or not k.onednn or not k.residual or k.out_layout:
+            continue
+        if k.residual == k.x:
             continue
         in_place = k.residual_layout and k.residual_layout == k.dst_layout
         if in_place and last.get(k.residual) is k and plan.buffers[k.residual].kind == "arena":

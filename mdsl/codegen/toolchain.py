@@ -19,6 +19,7 @@ source it was built from, `build_record`), which loading a saved executable chec
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import importlib.util
@@ -159,57 +160,91 @@ def default_toolchain(march_native: bool = True, extra_flags: tuple[str, ...] = 
 RECORD_VERSION = "record1"  # in the cache key: entries built before records are not reused
 
 
-def build_record(source: str) -> bytes:
-    """The marker a library built from `source` contains (the source's SHA-256), so a
-    library can be matched to its source without loading it."""
-    return f"mdsl-build-record sha256={hashlib.sha256(source.encode()).hexdigest()}".encode()
+def build_record(source: str | dict[str, str]) -> bytes:
+    """The marker a library built from `source` contains (the source's SHA-256; of
+    several units' names and texts), so a library can be matched to its source without
+    loading it."""
+    text = source if isinstance(source, str) else _joined(source)
+    return f"mdsl-build-record sha256={hashlib.sha256(text.encode()).hexdigest()}".encode()
 
 
-def _with_build_record(source: str) -> str:
-    record = build_record(source).decode()
+def _joined(units: dict[str, str]) -> str:
+    """One text for `units` (one unit: its text, so a split-capable caller keys and
+    records a single unit as before)."""
+    if len(units) == 1:
+        return next(iter(units.values()))
+    return "".join(f"\0{name}\0{text}" for name, text in units.items())
+
+
+def _with_build_record(source: str, record: bytes) -> str:
     return (
         f"{source}\n/* which source this library was built from (checked by load_executable) */\n"
-        f'__attribute__((used)) const char mdsl_build_record[] = "{record}";\n'
+        f'__attribute__((used)) const char mdsl_build_record[] = "{record.decode()}";\n'
     )
 
 
-def cache_key(source: str, toolchain: Toolchain, file_name: str) -> str:
+def cache_key(source: str | dict[str, str], toolchain: Toolchain, file_name: str) -> str:
     """The cache entry's folder name: anyone with the source and compiler can compute it,
     which is why entries are trusted by owner, never by name or sidecar."""
-    key_text = "\0".join((toolchain.identity(), RECORD_VERSION, file_name, source))
+    text = source if isinstance(source, str) else _joined(source)
+    key_text = "\0".join((toolchain.identity(), RECORD_VERSION, file_name, text))
     return hashlib.sha256(key_text.encode()).hexdigest()[:32]
 
 
-def build_library(source: str, toolchain: Toolchain, name: str = "graph") -> Path:
-    """The path of a shared library built from `source` (from the cache when present)."""
+UNOPTIMIZED = ("-O0",)  # the flags that follow the toolchain's for a split build's schedule
+
+
+def build_library(source: str | dict[str, str], toolchain: Toolchain, name: str = "graph") -> Path:
+    """The path of a shared library built from `source` (from the cache when present):
+    one C source, or several translation units by file name (`render_units`), the first
+    the schedule, compiled with UNOPTIMIZED, the others optimized, all in parallel, then
+    linked into the one library."""
     file_name = f"{file_stem(name)}.so"  # in the key: an entry holds exactly this file
     key = cache_key(source, toolchain, file_name)
     entry = trusted_cache_dir() / key
     library = entry / file_name
-    if _entry_ok(entry, library):
+    problem = _entry_problem(entry, library)
+    if problem is None:
         _log.info("C library %s: cache hit (%s)", file_name, key)
         return library
-    lines = source.count("\n")
+    if problem is not _MISSING:
+        _log.warning(
+            "C library %s: cache entry %s is %s; building it again", file_name, key, problem
+        )
+    units = {"graph.c": source} if isinstance(source, str) else source
+    lines = sum(text.count("\n") for text in units.values())
+    what = f"{lines} lines" + (f" in {len(units)} units" if len(units) > 1 else "")
     with (
-        timed(_log, "C compile %s (%d lines, cache miss %s)", file_name, lines, key),
-        waiting(f"C compile {file_name} ({lines} lines)"),
+        timed(_log, "C compile %s (%s, cache miss %s)", file_name, what, key),
+        waiting(f"C compile {file_name} ({what})"),
     ):
-        _build_entry(source, toolchain, entry, library.name)
+        _build_entry(units, toolchain, entry, library.name)
     return library
 
 
-def _entry_ok(entry: Path, library: Path) -> bool:
-    """Whether `entry` holds a library to use: this user's alone and matching its sidecar."""
+_MISSING = "missing"
+
+
+def _entry_problem(entry: Path, library: Path) -> str | None:
+    """Why `entry` holds no library to use (_MISSING: none was built), or None when it
+    does: this user's alone and matching its sidecar."""
     digest_file = entry / "library.sha256"
     if not (library.is_file() and digest_file.is_file()):
-        return False
+        return _MISSING if not entry.exists() else "incomplete"
     if any(untrusted_reason(p) for p in (entry, library, digest_file)):
-        return False  # planted or opened up by someone else: rebuilt, never loaded
+        return "not this user's alone"  # planted or opened up by someone else: never loaded
     try:  # a damaged sidecar (any bytes) means a damaged entry, never a crash
         recorded = digest_file.read_bytes().decode("ascii").strip()
-        return _sha256(library) == recorded and elf_problem(library) is None
+        if _sha256(library) != recorded:
+            return "damaged (the library does not match its SHA-256)"
+        problem = elf_problem(library)
+        return None if problem is None else f"damaged (the library is {problem})"
     except (OSError, UnicodeDecodeError):
-        return False
+        return "damaged (its SHA-256 sidecar is unreadable)"
+
+
+def _entry_ok(entry: Path, library: Path) -> bool:
+    return _entry_problem(entry, library) is None
 
 
 def elf_problem(path: Path) -> str | None:
@@ -247,36 +282,85 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _build_entry(source: str, tc: Toolchain, entry: Path, library_name: str) -> None:
+def _build_entry(units: dict[str, str], tc: Toolchain, entry: Path, library_name: str) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=entry.parent))  # mode 0700, ours
     try:
-        src = tmp / "graph.c"
-        src.write_text(_with_build_record(source), encoding="utf-8")
         out = tmp / library_name
-        cmd = [
-            *_split_command(tc.cc, "$CC"),
-            *tc.flags,
-            *(f"-I{d}" for d in tc.include_dirs),
-            str(src),
-            "-o",
-            str(out),
-            *tc.link_args,
-            "-lm",
-        ]
-        try:
-            result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            message = f"C compiler did not run: {e}"
-            raise _compile_error(message, source, cmd, src, out, "") from e
-        if result.returncode != 0:
-            message = f"C compiler failed (exit {result.returncode})"
-            raise _compile_error(message, source, cmd, src, out, result.stderr)
+        record = build_record(_joined(units))
+        if len(units) == 1:
+            [source] = units.values()
+            src = tmp / "graph.c"
+            src.write_text(_with_build_record(source, record), encoding="utf-8")
+            _run_compiler(_command(tc, [str(src)], out, link=True), source, src, out)
+            (tmp / "graph.c").replace(tmp / "source.c")
+        else:
+            _compile_and_link(units, tc, tmp, out, record)
         (tmp / "library.sha256").write_text(_sha256(out))
-        (tmp / "graph.c").replace(tmp / "source.c")
         _publish(tmp, entry)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _compile_and_link(units: dict[str, str], tc: Toolchain, tmp: Path, out: Path, record) -> None:
+    """Each unit compiled to an object at once (the first, the schedule, UNOPTIMIZED),
+    then the objects linked into `out`; the sources stay in the entry beside it."""
+    jobs = []
+    for i, (name, text) in enumerate(units.items()):
+        src = tmp / file_stem(name.removesuffix(".c"))
+        src = src.with_suffix(".c")
+        src.write_text(_with_build_record(text, record) if i == 0 else text, encoding="utf-8")
+        extra = UNOPTIMIZED if i == 0 else ()
+        jobs.append((text, src, _command(tc, [str(src)], src.with_suffix(".o"), extra=extra)))
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+        results = list(pool.map(lambda job: _compiler_result(job[2]), jobs))
+    for (text, src, cmd), result in zip(jobs, results):
+        _check(result, cmd, text, src, src.with_suffix(".o"))
+    objects = [str(src.with_suffix(".o")) for _, src, _ in jobs]
+    schedule = next(iter(units.values()))  # kept, should linking fail
+    _run_compiler(_command(tc, objects, out, link=True, compile_flags=False), schedule, None, out)
+    for name in objects:
+        os.unlink(name)
+
+
+def _command(
+    tc: Toolchain,
+    inputs: list[str],
+    out: Path,
+    link: bool = False,
+    extra: tuple[str, ...] = (),
+    compile_flags: bool = True,
+) -> list[str]:
+    """The compiler's command: `inputs` compiled (`-c`) into `out`, or with `link`,
+    compiled and linked into the shared library `out` (objects only: `compile_flags`
+    False leaves out the include folders)."""
+    flags = (
+        [*tc.flags, *extra] if link else [f for f in tc.flags if f != "-shared"] + [*extra, "-c"]
+    )
+    includes = [f"-I{d}" for d in tc.include_dirs] if compile_flags else []
+    libraries = [*tc.link_args, "-lm"] if link else []
+    return [*_split_command(tc.cc, "$CC"), *flags, *includes, *inputs, "-o", str(out), *libraries]
+
+
+def _compiler_result(cmd: list[str]) -> subprocess.CompletedProcess | Exception:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return e
+
+
+def _run_compiler(cmd: list[str], source: str, src: Path | None, out: Path) -> None:
+    _check(_compiler_result(cmd), cmd, source, src, out)
+
+
+def _check(result, cmd: list[str], source: str, src: Path | None, out: Path) -> None:
+    """CompileError (see `_compile_error`) unless the compiler ran and succeeded."""
+    if isinstance(result, Exception):
+        error = _compile_error(f"C compiler did not run: {result}", source, cmd, src, out, "")
+        raise error from result
+    if result.returncode != 0:
+        message = f"C compiler failed (exit {result.returncode})"
+        raise _compile_error(message, source, cmd, src, out, result.stderr)
 
 
 def _publish(tmp: Path, entry: Path) -> None:
@@ -302,7 +386,7 @@ def _compile_error(message, source, cmd, src, out, stderr) -> CompileError:
     source, not the temporary build folder) and `.source_path`."""
     kept = _keep_failed_source(source)
     command = [
-        str(kept) if a == str(src) else str(kept.with_suffix(".so")) if a == str(out) else a
+        str(kept) if a == str(src) else str(kept.with_suffix(out.suffix)) if a == str(out) else a
         for a in cmd
     ]
     error = CompileError(

@@ -2,7 +2,7 @@
 
 What is timed, per backend:
 
-- "c": a profiling build of the variant, `render_c(plan, profile=True)`, a separate
+- "c": a profiling build of the variant, `render_units(plan, profile=True)`, a separate
   library in the build cache whose `mdsl_run_profile` reads CLOCK_MONOTONIC around each
   kernel call. The normal build has no timers, so profiling costs nothing when unused.
 - "numba": each kernel call of the Python driver (a timed copy of the generated `run`,
@@ -495,7 +495,7 @@ def kernel_flops(k, node_of: Mapping[str, Node], symbols: Mapping[str, int] | No
         outputs = k.n * k.cout * k.oh * k.ow
         per_output = (k.c // k.group) * k.kh * k.kw
         # oneDNN's bias and post-ops (`kir.Conv.post_ops`): a clip is a max and a min
-        fused = bool(k.bias) + sum(2 if op[0] == "clip" else 1 for op in k.post_ops)
+        fused = bool(k.bias) + sum(2 if op[0] == "clip" else 1 for op in k.post_ops) + k.silu
         return 2 * outputs * per_output + (_epilogue_ops(k.epilogue) + fused) * outputs
     if isinstance(k, kir.Pool):
         return k.n * k.c * math.prod(k.out_spatial) * math.prod(k.kernel)

@@ -77,3 +77,33 @@ def test_each_golden_graph_is_one_fused_kernel(name, monkeypatch):
     for node in EXPECTED_KERNELS[name][0][1]:  # the header names each node and its line
         assert f" *   {node} (" in source
     assert source.count("tests/golden/graphs.py:") == len(EXPECTED_KERNELS[name][0][1])
+
+
+SPLIT = "matmul_bias_gelu"  # built as units (`render_units`) when a schedule is long
+
+
+def test_the_units_of_a_split_build_match_the_golden_files(monkeypatch):
+    from mdsl.targets.c import render
+
+    exe = _generated(SPLIT, monkeypatch)[1]
+    monkeypatch.setattr(render, "SPLIT_CALLS", 0)
+    units = render.render_units(exe.plan, SPLIT)
+    assert list(units) == [f"{SPLIT}.c", f"{SPLIT}_kernels1.c"]
+    folder = GOLDEN / f"{SPLIT}.units"
+    if UPDATE:
+        folder.mkdir(exist_ok=True)
+        for name, text in units.items():
+            (folder / name).write_text(text, encoding="utf-8")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(units)
+    for name, text in units.items():
+        expected = (folder / name).read_text(encoding="utf-8")
+        if text != expected:
+            diff = "".join(
+                difflib.unified_diff(
+                    expected.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    f"golden/{SPLIT}.units/{name}",
+                    "generated",
+                )
+            )
+            pytest.fail(f"generated C differs (MDSL_UPDATE_GOLDEN=1 regenerates):\n{diff}")

@@ -213,6 +213,90 @@ def test_concurrent_builds_of_one_source_publish_one_good_entry(cache, compiles)
     assert 1 <= len(compiles) <= 4
 
 
+# -- several units ------------------------------------------------------------------------------
+UNITS = {
+    "answer.c": "int mdsl_half(void);\nint mdsl_answer(void) { return 2 * mdsl_half(); }\n",
+    "answer_kernels1.c": "int mdsl_half(void) { return 21; }\n",
+}
+
+
+def test_units_are_compiled_apart_and_linked_into_one_library(cache, compiles):
+    library = toolchain.build_library(UNITS, _tc(), "answer")
+    assert _answer(library) == 42
+    objects = [c for c in compiles if "-c" in c]
+    assert len(objects) == 2 and len(compiles) == 3  # two objects, one link
+    schedule, kernels = (next(c for c in objects if c[c.index("-o") - 1].endswith(n))
+                         for n in ("answer.c", "answer_kernels1.c"))  # fmt: skip
+    assert schedule[-3:-2] != ["-O3"] and "-O0" in schedule[schedule.index("-O3") :]
+    assert "-O0" not in kernels and "-shared" not in kernels
+    assert sorted(p.name for p in library.parent.iterdir()) == [
+        "answer.c",
+        "answer.so",
+        "answer_kernels1.c",
+        "library.sha256",
+    ]
+    assert toolchain.build_record(UNITS) in library.read_bytes()
+    assert toolchain.build_record(UNITS) != toolchain.build_record(UNITS["answer.c"])
+    assert toolchain.build_library(UNITS, _tc(), "answer") == library and len(compiles) == 3
+
+
+def test_one_unit_is_keyed_and_recorded_as_its_source(cache, compiles):
+    one = {"answer.c": SOURCE}
+    assert toolchain.build_library(one, _tc(), "answer") == toolchain.build_library(
+        SOURCE, _tc(), "answer"
+    )
+    assert len(compiles) == 1 and toolchain.build_record(one) == toolchain.build_record(SOURCE)
+
+
+@pytest.mark.parametrize(
+    "units",
+    [
+        {**UNITS, "answer_kernels1.c": UNITS["answer_kernels1.c"] + "/* edited */\n"},
+        {"answer.c": UNITS["answer.c"], "answer_kernels2.c": UNITS["answer_kernels1.c"]},
+    ],
+    ids=["a kernel unit edited", "a unit renamed"],
+)
+def test_every_unit_and_its_name_is_in_the_key(cache, compiles, units):
+    first = toolchain.build_library(UNITS, _tc(), "answer")
+    second = toolchain.build_library(units, _tc(), "answer")
+    assert first != second and len(compiles) == 6 and _answer(second) == 42
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__.strip("_") for d in DAMAGE])
+def test_a_damaged_entry_of_units_is_a_logged_miss_and_rebuilt(cache, compiles, damage, caplog):
+    library = toolchain.build_library(UNITS, _tc(), "answer")
+    good = _sha(library)
+    damage(library.parent)
+    with caplog.at_level("WARNING", logger="mdsl.codegen.toolchain"):
+        rebuilt = toolchain.build_library(UNITS, _tc(), "answer")
+    [warning] = [r for r in caplog.records if r.name == "mdsl.codegen.toolchain"]
+    assert library.parent.name in warning.getMessage()
+    assert "building it again" in warning.getMessage()
+    assert rebuilt == library and len(compiles) == 6 and _sha(rebuilt) == good
+    assert _answer(rebuilt) == 42
+
+
+def test_a_failing_unit_is_a_compile_error_with_its_source_and_command(cache):
+    units = {**UNITS, "answer_kernels1.c": "int mdsl_half(void) { return undeclared_half; }\n"}
+    with pytest.raises(mdsl.CompileError) as info:
+        toolchain.build_library(units, _tc(), "answer")
+    error = info.value
+    assert "undeclared_half" in error.stderr
+    assert error.source_path.read_text() == units["answer_kernels1.c"]
+    rerun = subprocess.run(error.command, capture_output=True, text=True)
+    assert rerun.returncode != 0 and "undeclared_half" in rerun.stderr
+    assert [p.name for p in cache.iterdir()] == ["failed"]  # nothing half-written
+
+
+def test_units_that_do_not_link_are_a_compile_error(cache):
+    hidden = '__attribute__((visibility("hidden"))) '  # as the generated kernels are declared
+    units = {"answer.c": hidden + UNITS["answer.c"], "answer_kernels1.c": "int mdsl_other;\n"}
+    with pytest.raises(mdsl.CompileError, match="mdsl_half") as info:
+        toolchain.build_library(units, _tc(), "answer")
+    assert info.value.source_path.read_text() == units["answer.c"]
+    assert [p.name for p in cache.iterdir()] == ["failed"]
+
+
 # -- failures -----------------------------------------------------------------------------------
 def test_invalid_c_is_a_compile_error_with_stderr_command_and_kept_source(cache):
     bad = "int broken(void) { return undeclared_symbol; }\n"

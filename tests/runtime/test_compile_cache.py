@@ -65,7 +65,7 @@ def work(monkeypatch):
 
     counting(manager, "optimize", "optimize")
     counting(backend, "plan_variant", "plan")
-    counting(backend, "render_c", "render")
+    counting(backend, "render_units", "render")
     counting(toolchain, "_build_entry", "gcc")
     counting(ParamInit, "_draw", "draw")
     return counts
@@ -415,3 +415,17 @@ def test_keying_and_loading_leave_the_cycle_collector_as_they_found_it(work):
         assert 0 < gc.get_freeze_count() <= count  # not thawed (some died meanwhile)
     finally:
         gc.unfreeze()
+
+
+def test_array_digests_follow_the_bytes_across_chunks_and_not_the_layout(monkeypatch):
+    monkeypatch.setattr(compile_cache, "CHUNK", 4096)
+    a = np.arange(3 * 4096, dtype=np.float32).reshape(96, 128)
+    same = compile_cache.array_digests([a, np.asfortranarray(a), a.copy()])
+    assert same[0] == same[1] == same[2] and len(same[0]) == 32
+    changed = []
+    for index in ((0, 0), (40, 7), (95, 127)):  # first, middle and last chunk
+        b = a.copy()
+        b[index] += 1.0
+        changed += compile_cache.array_digests([b])
+    assert len({same[0], *changed}) == 4
+    assert compile_cache.array_digests([a.view(np.int32)]) == [same[0]]  # bytes, not values

@@ -80,12 +80,13 @@ _BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 _log = get_logger(__name__)
 
 
-def render_c(plan: Plan, profile: bool = False) -> str:
-    """`mdsl.targets.c.render.render_c`, imported on first use: a variant loaded from the
-    compile cache renders nothing, and the renderer's imports (Jinja) cost 0.1 s."""
-    from mdsl.targets.c.render import render_c as render
+def render_units(plan: Plan, profile: bool = False) -> dict[str, str]:
+    """`mdsl.targets.c.render.render_units` for the plan's graph, imported on first use: a
+    variant loaded from the compile cache renders nothing, and the renderer's imports
+    (Jinja) cost 0.1 s."""
+    from mdsl.targets.c.render import render_units as render
 
-    return render(plan, profile=profile)
+    return render(plan, file_stem(plan.graph.name), profile=profile)
 
 
 def build_variant(
@@ -97,13 +98,12 @@ def build_variant(
     with timed(_log, "plan %r %s", graph.name, symbols or "(static)"):
         plan = plan_variant(graph, symbols)
     with timed(_log, "render C %r (%d kernels)", graph.name, len(plan.all_kernels())):
-        source = render_c(plan)
+        sources = render_units(plan)
     if link_args(plan):  # custom ops bound to prebuilt libraries
         toolchain = replace(toolchain, link_args=toolchain.link_args + link_args(plan))
     if onednn_link_args(plan):  # convolutions computed by oneDNN
         toolchain = replace(toolchain, link_args=toolchain.link_args + onednn_link_args(plan))
-    library = build_library(source, toolchain, graph.name)
-    sources = {f"{file_stem(graph.name)}.c": source}
+    library = build_library(sources, toolchain, graph.name)
     return CVariant(plan, sources, library, threads, toolchain=toolchain)
 
 
@@ -175,7 +175,7 @@ class CVariant:
         return self._call(self._mdsl_run, env)
 
     def run_profiled(self, env: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """`run` through this variant's profiling build (`render_c(plan, profile=True)`,
+        """`run` through this variant's profiling build (`render_units(plan, profile=True)`,
         built on first use into the library cache); also returns each kernel's (start
         after the call began, duration) in seconds, one row per kernel."""
         count = len(self.plan.all_kernels())
@@ -196,8 +196,8 @@ class CVariant:
                 toolchain = replace(
                     toolchain, link_args=toolchain.link_args + onednn_link_args(self.plan)
                 )
-        source = render_c(self.plan, profile=True)
-        lib = _load_library(build_library(source, toolchain, f"{self.plan.graph.name}_profile"))
+        sources = render_units(self.plan, profile=True)
+        lib = _load_library(build_library(sources, toolchain, f"{self.plan.graph.name}_profile"))
         self._use_threads(lib)
         self._mdsl_run_profile = (
             lib.mdsl_run_profile if self._shapes is None else lib.mdsl_run_dims_profile

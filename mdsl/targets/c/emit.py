@@ -113,7 +113,7 @@ def _readme(plan, stem: str, command: _Command) -> str:
         f"# Generated C for graph `{md_cell(plan.graph.name)}`",
         "",
         'Written by `mdsl.emit(g, target="c")`; `mdsl.compile(g, backend="c")` builds the '
-        "same translation unit.",
+        "same code (a graph with many kernels, as several translation units).",
         "",
         "## Build",
         "",

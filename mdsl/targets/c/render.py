@@ -49,13 +49,75 @@ def _env() -> jinja2.Environment:
     return template_environment("c")
 
 
+# A plan whose schedule calls more kernels than this is built as several translation
+# units (`render_units`): BERT-base's 2,400 calls in one function took gcc 4-6 s at -O3.
+SPLIT_CALLS = 256
+KERNEL_UNIT_LINES = 3000  # about this many lines of kernels per kernel unit ...
+KERNEL_UNITS_MAX = 4  # ... and at most this many kernel units
+
+
 def render_c(plan: Plan, *, profile: bool = False) -> str:
-    """The C source of `plan`. With `profile`, the unit also exports `mdsl_run_profile`:
-    `mdsl_run` with one more argument, `double *timings`, where kernel i writes its start
-    (seconds after the call began) at `timings[2 * i]` and its duration at
-    `timings[2 * i + 1]` (CLOCK_MONOTONIC); `mdsl_run` itself is unchanged."""
-    env = _env()
-    kernel_template = env.get_template("kernel.c.j2")
+    """The C source of `plan`, one translation unit. With `profile`, the unit also exports
+    `mdsl_run_profile`: `mdsl_run` with one more argument, `double *timings`, where kernel
+    i writes its start (seconds after the call began) at `timings[2 * i]` and its duration
+    at `timings[2 * i + 1]` (CLOCK_MONOTONIC); `mdsl_run` itself is unchanged."""
+    kernels, calls = _kernels(plan, "static")
+    texts = [k.text for k in kernels]
+    return _module(plan, calls, profile, unit="whole", kernels=texts, kernel_count=len(texts))
+
+
+def render_units(plan: Plan, stem: str, *, profile: bool = False) -> dict[str, str]:
+    """The translation units `backend="c"` builds for `plan`, by file name: `render_c`'s
+    one unit `<stem>.c` for a plan whose schedule calls at most SPLIT_CALLS kernels; else
+    `<stem>.c` holding the schedule, the team and the entry points, compiled without
+    optimization (`schedule_unit`), and `<stem>_kernels<i>.c` holding the kernels,
+    compiled in parallel. The split depends on the plan alone, so a saved executable's
+    sources can be checked against it on any machine."""
+    if sum(1 for _ in plan.all_kernels()) <= SPLIT_CALLS:
+        return {f"{stem}.c": render_c(plan, profile=profile)}
+    kernels, calls = _kernels(plan, "MDSL_KERNEL")
+    groups = _balanced(kernels, _kernel_unit_count(kernels))
+    count, total = len(groups), len(kernels)
+    units = {
+        f"{stem}.c": _module(
+            plan,
+            calls,
+            profile,
+            unit="schedule",
+            kernel_units=count,
+            kernel_count=total,
+            prototypes=[k.prototype for k in kernels if k.prototype],
+        )
+    }
+    for i, group in enumerate(groups, 1):
+        units[f"{stem}_kernels{i}.c"] = _module(
+            plan,
+            calls,
+            False,
+            unit="kernels",
+            unit_index=i,
+            kernel_units=count,
+            kernel_count=total,
+            kernels=[k.text for k in group],
+        )
+    return units
+
+
+def schedule_unit(units: dict[str, str]) -> str | None:
+    """The file name of the schedule unit of split `units` (`render_units`), else None."""
+    return next(iter(units)) if len(units) > 1 else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KernelText:
+    text: str  # the function, or a comment naming the function a repeated kernel runs as
+    prototype: str | None  # its declaration (None for a comment)
+
+
+def _kernels(plan: Plan, linkage: str) -> tuple[list[_KernelText], dict[int, str]]:
+    """Each kernel's text in schedule order, and each kernel's line in the schedule (by
+    `id`); a repeated layer's kernel (equal code, other buffers) reuses one function."""
+    kernel_template = _env().get_template("kernel.c.j2")
     kernels, calls = [], {}
     shared: dict[tuple[str, str], str] = {}  # (parameters, body) as `_code_key` -> function
     position = {name: i for i, name in enumerate(plan.buffers)}
@@ -71,22 +133,19 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
             function = k.name
             if key:
                 shared[key] = function
-            kernels.append(
-                kernel_template.render(
-                    name=k.name,
-                    kind=k.KIND,
-                    nodes=nodes,
-                    params=", ".join(params) or "void",
-                    body=body,
-                ).rstrip("\n")
-            )
+            signature = f"{k.name}({', '.join(params) or 'void'})"
+            text = kernel_template.render(
+                name=k.name,
+                kind=k.KIND,
+                nodes=nodes,
+                params=", ".join(params) or "void",
+                body=body,
+                linkage=linkage,
+            ).rstrip("\n")
+            kernels.append(_KernelText(text, f"{linkage} int {signature};"))
         else:  # a repeated layer's kernel: one function, compiled once
-            kernels.append(
-                "\n".join(
-                    [f"/* {k.name}: {k.KIND}, runs as {function}", *(f" *   {n}" for n in nodes)]
-                )
-                + "\n */"
-            )
+            lines = [f"/* {k.name}: {k.KIND}, runs as {function}", *(f" *   {n}" for n in nodes)]
+            kernels.append(_KernelText("\n".join(lines) + "\n */", None))
         # a failing kernel returns its step + 1, so the caller can name it
         call = f"{function}({', '.join(args)})"
         if copy := kir.same_place_copy(k):  # a reshape the arena laid over its source
@@ -94,31 +153,68 @@ def render_c(plan: Plan, *, profile: bool = False) -> str:
         calls[id(k)] = call_status(k, step, call)
         if isinstance(k, kir.Callback | kir.CustomCall):  # sizes the node's results decided
             calls[id(k)] += "".join(f" {slot_name(i)} = dims[{i}];" for i in plan.slots_bound_by(k))
-    call_lines, timed_lines = _schedule_lines(plan, calls, profile)
+    return kernels, calls
+
+
+def _kernel_unit_count(kernels: list[_KernelText]) -> int:
+    lines = sum(k.text.count("\n") + 1 for k in kernels)
+    return max(1, min(KERNEL_UNITS_MAX, -(-lines // KERNEL_UNIT_LINES)))
+
+
+def _balanced(kernels: list[_KernelText], count: int) -> list[list[_KernelText]]:
+    """`kernels` in `count` groups of about equal text, each in schedule order: the
+    longest first, each to the group with least so far."""
+    sizes = [0] * count
+    owner = {}
+    for i in sorted(range(len(kernels)), key=lambda i: -len(kernels[i].text)):
+        group = sizes.index(min(sizes))
+        owner[i] = group
+        sizes[group] += len(kernels[i].text)
+    groups: list[list[_KernelText]] = [[] for _ in range(count)]
+    for i, k in enumerate(kernels):
+        groups[owner[i]].append(k)
+    return [g for g in groups if g]
+
+
+def _module(plan: Plan, calls: dict[int, str], profile: bool, **unit) -> str:
+    """module.c.j2 for `plan`: the whole unit, or one of a split build's (`unit`, with
+    `kernels` or `prototypes`)."""
+    unit = {"kernels": [], "prototypes": [], "unit_index": 0, "kernel_units": 0, **unit}
+    lines = _schedule_lines(plan, calls, profile) if unit["unit"] != "kernels" else ([], [])
+    call_lines, timed_lines = lines
     memory = plan.memory
-    return env.get_template("module.c.j2").render(
-        graph_name=comment_text(plan.graph.name),
-        kernels=kernels,
-        memory=memory is not None,
-        arena_bytes=memory and memory.arena_bytes,
-        naive_bytes=memory and memory.naive_bytes,
-        lower_bound_bytes=memory and memory.lower_bound_bytes,
-        uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
-        uses_packed_gemm=any(isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()),
-        uses_packed_conv=any(isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()),
-        uses_softmax_rows=any(
-            isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
-            for k in plan.all_kernels()
-        ),
-        onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
-        uses_onednn_matmul=uses_onednn_matmul(plan),
-        buffer_lines=_buffer_lines(plan),
-        call_lines=call_lines,
-        preamble=render_preamble(plan),
-        profile=profile,
-        profile_call_lines=timed_lines,
-        dims=plan.uses_dims,
-        libmvec=LIBMVEC,
+    return (
+        _env()
+        .get_template("module.c.j2")
+        .render(
+            graph_name=comment_text(plan.graph.name),
+            memory=memory is not None,
+            arena_bytes=memory and memory.arena_bytes,
+            naive_bytes=memory and memory.naive_bytes,
+            lower_bound_bytes=memory and memory.lower_bound_bytes,
+            uses_blas=any(isinstance(k, (kir.Gemm, kir.Conv)) for k in plan.all_kernels()),
+            uses_packed_gemm=any(
+                isinstance(k, kir.Gemm) and k.packed_b for k in plan.all_kernels()
+            ),
+            uses_packed_conv=any(
+                isinstance(k, kir.Conv) and k.packed_w for k in plan.all_kernels()
+            ),
+            uses_softmax_rows=any(
+                isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
+                for k in plan.all_kernels()
+            ),
+            uses_silu=any(isinstance(k, kir.Conv) and k.silu for k in plan.all_kernels()),
+            onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
+            uses_onednn_matmul=uses_onednn_matmul(plan),
+            buffer_lines=_buffer_lines(plan),
+            call_lines=call_lines,
+            preamble=render_preamble(plan),
+            profile=profile,
+            profile_call_lines=timed_lines,
+            dims=plan.uses_dims,
+            libmvec=LIBMVEC,
+            **unit,
+        )
     )
 
 
@@ -126,11 +222,20 @@ def _schedule_lines(plan: Plan, calls: dict[int, str], profile: bool):
     """(the calls of `mdsl_run`, those of `mdsl_run_profile` or [])."""
     if not plan.has_control_flow:
         flat = [calls[id(k)] for k in plan.kernels]
-        return flat, _timed_calls(flat) if profile else []
+        return _checkpointed(flat), _timed_calls(flat) if profile else []
     from mdsl.targets.c.control import Schedule
 
     timed = Schedule(plan, calls, timed=True).lines(plan.kernels) if profile else []
     return Schedule(plan, calls).lines(plan.kernels), timed
+
+
+def _checkpointed(calls: list[str]) -> list[str]:
+    """`calls` with the team choice's checkpoint between each two (team.h.j2: a call on
+    the whole team that has lost against one thread runs its remaining kernels on one)."""
+    lines = calls[:1]
+    for call in calls[1:]:
+        lines += ["mdsl_team_checkpoint(team_call);", call]
+    return lines
 
 
 def _timed_calls(calls: list[str]) -> list[str]:

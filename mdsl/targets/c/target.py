@@ -47,13 +47,12 @@ class CTarget:
         `library`, checked to be what this mdsl generates for the graph."""
         from mdsl.codegen.toolchain import build_record, elf_problem
         from mdsl.ir.errors import CompileError
-        from mdsl.targets.c.backend import CVariant, plan_variant
-        from mdsl.targets.c.render import render_c
+        from mdsl.targets.c.backend import CVariant, plan_variant, render_units
 
         plan = plan_variant(graph, symbols)
-        source = render_c(plan)
+        source = render_units(plan)
         signature = f" for {symbols}" if symbols else ""
-        if list(sources.values()) != [source]:
+        if list(sources.values()) != list(source.values()):
             raise CompileError(
                 f"the saved C source{signature} differs from what this mdsl generates for the "
                 "saved graph (another mdsl version, or custom op bindings registered "

@@ -1,0 +1,87 @@
+"""The moves between NCHW and oneDNN's NHWC and nChw16c that the C target does by hand
+(`csrc/templates/c/relayout.h.j2`) instead of with oneDNN's reorder primitive: blocks
+whose NCHW input and output are moved so, against PyTorch, at 1 and 2 threads, with
+channel counts and pixel counts off the 16x16 tiles, and batch 2. oneDNN's verbose log
+shows no reorder primitive is made, so the hand path is the one these results come from."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mdsl
+from mdsl import ops
+from mdsl.codegen import onednn
+from tests.runtime.test_onednn_conv import _primitives_made, _rand, _source
+
+pytestmark = pytest.mark.skipif(
+    onednn.library_path() is None, reason="oneDNN (onednn-cpu-gomp) is not installed"
+)
+
+T = torch.from_numpy
+
+
+def _block(batch, c, h, w):
+    """A ResNet basic block: its NCHW input moved into NHWC (read by both convolutions),
+    its result moved back to NCHW."""
+    w1, b1, w2, b2 = _rand(c, c, 3, 3) * 0.2, _rand(c), _rand(c, c, 3, 3) * 0.2, _rand(c)
+    with mdsl.Graph("relayout_block") as g:
+        x = g.input("x", (batch, c, h, w))
+        y = ops.relu(ops.conv2d(x, g.const("w1", w1), g.const("b1", b1), pads=1))
+        y = ops.conv2d(y, g.const("w2", w2), g.const("b2", b2), pads=1)
+        g.output(ops.relu(y + x), "y")
+
+    def expect(x):
+        y = F.relu(F.conv2d(T(x), T(w1), T(b1), padding=1))
+        return F.relu(F.conv2d(y, T(w2), T(b2), padding=1) + T(x)).numpy()
+
+    return g, expect
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "batch, c, h, w",
+    [
+        (1, 16, 8, 8),  # whole tiles only
+        (2, 64, 17, 17),  # 289 pixels: two tasks of 256 and a tile of one pixel
+        (2, 24, 7, 9),  # a group of 8 channels; 63 pixels: a tile of 15
+        (1, 13, 5, 11),  # fewer channels than a tile
+        (2, 40, 16, 20),  # 2.5 groups of 16
+    ],
+)
+def test_a_block_moved_between_nchw_and_nhwc_by_hand_equals_torch(batch, c, h, w, threads, capfd):
+    g, expect = _block(batch, c, h, w)
+    exe = mdsl.compile(g, "c", threads=threads)
+    src = _source(exe)
+    assert "x NCHW (kept in NHWC for other kernels) -> NHWC" in src
+    assert re.search(r"residual NHWC \(the destination\) -> NCHW", src)
+    xs = [_rand(batch, c, h, w) for _ in range(4)]  # both team sizes' calls
+    got = []
+    made = _primitives_made(capfd, lambda: got.extend(exe(x=x)["y"].copy() for x in xs))
+    assert made.get("convolution", 0) >= 2 and "reorder" not in made
+    for x, y in zip(xs, got):
+        np.testing.assert_allclose(y, expect(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("cout", [16, 24])  # 24: nChw16c pads the second block to 32
+def test_a_stem_in_nchw16c_with_an_nchw_residual_and_result_equals_torch(cout, threads, capfd):
+    """ResNet's 7x7 stride-2 stem on 3 channels runs oneDNN's `jit` kernel in nChw16c: the
+    NCHW residual is moved into it (its padding channels zero) and the result out of it."""
+    x, r = _rand(2, 3, 23, 21), _rand(2, cout, 12, 11)
+    w, b = _rand(cout, 3, 7, 7) * 0.2, _rand(cout)
+    with mdsl.Graph("relayout_stem") as g:
+        y = ops.conv2d(g.input("x", x.shape), g.const("w", w), g.const("b", b), strides=2, pads=3)
+        g.output(ops.relu(y + g.input("r", r.shape)), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert re.search(r"oneDNN jit:\S+: x NCHW, residual NCHW -> NCHW", _source(exe))
+    got = []
+    made = _primitives_made(capfd, lambda: got.extend(exe(x=x, r=r)["y"].copy() for _ in range(3)))
+    assert "reorder" not in made
+    expect = F.relu(F.conv2d(T(x), T(w), T(b), stride=2, padding=3) + T(r)).numpy()
+    for y in got:
+        np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)

@@ -236,6 +236,9 @@ class Conv:
     post_ops: tuple = ()
     bias: str = ""
     residual: str = ""
+    # SiLU (x * sigmoid(x)) after the primitive, over its result, by mdsl's vector helper
+    # (`silu.h.j2`) rather than as oneDNN's swish post-op, which cost 2-4x as much
+    silu: bool = False
     # oneDNN's layouts (its string tags: "acdb" NHWC, "aBcd16b" nChw16c; "" NCHW): those
     # the primitive chose at plan time for its source and destination, and those the
     # buffers x, residual and out hold (`mdsl.codegen.blocked`)

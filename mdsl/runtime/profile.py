@@ -495,7 +495,7 @@ def kernel_flops(k, node_of: Mapping[str, Node], symbols: Mapping[str, int] | No
         outputs = k.n * k.cout * k.oh * k.ow
         per_output = (k.c // k.group) * k.kh * k.kw
         # oneDNN's bias and post-ops (`kir.Conv.post_ops`): a clip is a max and a min
-        fused = bool(k.bias) + sum(2 if op[0] == "clip" else 1 for op in k.post_ops)
+        fused = bool(k.bias) + sum(2 if op[0] == "clip" else 1 for op in k.post_ops) + k.silu
         return 2 * outputs * per_output + (_epilogue_ops(k.epilogue) + fused) * outputs
     if isinstance(k, kir.Pool):
         return k.n * k.c * math.prod(k.out_spatial) * math.prod(k.kernel)

@@ -200,12 +200,17 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    - a lost probe is tried again soon (MDSL_TEAM_PROBE_MIN calls: a load that was passing,
      such as another runtime's pool spinning after its own calls, is gone by then); the
      gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
-     probe is due at least every MDSL_TEAM_PROBE_SECONDS;
+     probe is due at least every MDSL_TEAM_PROBE_SECONDS (a probe of one thread, no more
+     often than its cost keeps within MDSL_TEAM_PROBE_SHARE of the time);
    - but probes of the whole team may cost at most MDSL_TEAM_PROBE_SHARE of the time: a
      probe's cost (what its calls took beyond the choice's time) is paid from a credit
      that grows by that share of the time passing, up to MDSL_TEAM_CREDIT_CALLS of the
      choice's calls, and no such probe starts while it is negative (under load one
-     whole-team call can cost as much as a hundred calls on one thread). Probes of one
+     whole-team call can cost as much as a hundred calls on one thread). A whole team
+     that a probe chose is on trial for its next MDSL_TEAM_PROBE_MAX calls: a call that
+     took longer than one thread did at its last probe pays the difference from the
+     credit too (a load in short bursts lets a probe win between two bursts, and the
+     next burst costs the chosen team as much as a lost probe). Probes of one
      thread are not held back: a call on one thread costs what the load makes it cost,
      and a slow one must not keep calls on a whole team the load has made slower;
    - before a probe of the whole team, the machine's run queue (/proc/loadavg) is asked
@@ -216,7 +221,13 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      MDSL_TEAM_HINT_SKIPS_MAX), and a probe that wins trusts it as little as at first;
    - a choice whose recent time rose above the other's time at its last probe, or one call
      of it twice that time, probes the other at once (within that share), so a load that
-     comes or goes is noticed. */
+     comes or goes is noticed;
+   - a whole-team call that has lost already runs its remaining kernels on one thread:
+     mdsl_team_checkpoint, between two kernels, ends the team once the call has taken
+     longer than its deadline (mdsl_team_deadline: a probe's, the time it had to beat; the
+     choice's, twice one thread's time). Under load that caps a lost probe at about two
+     calls on one thread plus the kernel in flight, where the whole call on the team took
+     10-100 calls' time. */
 #ifdef __linux__
 #include <fcntl.h>
 #include <unistd.h>
@@ -225,7 +236,9 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_PROBE_MAX 256
 #define MDSL_TEAM_PROBE_CALLS 3
 #define MDSL_TEAM_WINDOW 5
+#ifndef MDSL_TEAM_MARGIN /* a test builds with a huge one: every whole-team call loses */
 #define MDSL_TEAM_MARGIN 1.1
+#endif
 #define MDSL_TEAM_PROBE_SECONDS 1.0
 #define MDSL_TEAM_PROBE_SHARE 0.02
 #define MDSL_TEAM_CREDIT_CALLS 8
@@ -246,6 +259,7 @@ typedef struct {
     double other;                      /* the other team size's best time at its last probe */
     double first[2];                   /* the first calls' warm times, by team size */
     int64_t calls, next_probe;
+    int64_t trial_ends;                /* a whole team a probe chose pays its losses until */
     int losses, skips;                 /* probes lost in a row; of them, skipped by the hint */
     int skip_limit;                    /* skips in a row before a probe runs all the same */
     int probe_calls;                   /* calls of the probe under way (0: none) */
@@ -273,11 +287,21 @@ static void mdsl_team_remember(mdsl_team_policy *p, double t) {
     if (p->recent_count < MDSL_TEAM_WINDOW) p->recent_count++;
 }
 
+/* Seconds after the last probe when the next is due whatever the calls' count: at least
+   MDSL_TEAM_PROBE_SECONDS, and for a probe of one thread (it costs about what one
+   thread is slower than the chosen team) long enough to stay within the probe share:
+   a call of 0.5 s on the team probed one thread every other call, 1.33x the time. */
+static double mdsl_team_probe_period(const mdsl_team_policy *p) {
+    if (p->choice == 0) return MDSL_TEAM_PROBE_SECONDS;  /* the credit holds those back */
+    const double cost = p->other - mdsl_team_recent(p) / MDSL_TEAM_MARGIN;
+    const double period = cost / MDSL_TEAM_PROBE_SHARE;
+    return period > MDSL_TEAM_PROBE_SECONDS ? period : MDSL_TEAM_PROBE_SECONDS;
+}
 /* The team size of the next call at time `now`: 0 (one thread) or 1 (the whole team). */
 static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
     if (p->calls < 4) return (int)(p->calls & 1);  /* both once cold, once warm */
     if (p->probe_calls > 0) return !p->choice;
-    const int due = p->calls >= p->next_probe || now - p->probed_at >= MDSL_TEAM_PROBE_SECONDS;
+    const int due = p->calls >= p->next_probe || now - p->probed_at >= mdsl_team_probe_period(p);
     return due && (p->choice == 1 || p->credit >= 0.0) ? !p->choice : p->choice;
 }
 /* Whether the call mdsl_team_pick chose starts a probe of the whole team that the run
@@ -285,6 +309,18 @@ static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
 static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
     return p->calls >= 4 && team == 1 && p->choice == 0 && p->probe_calls == 0 &&
            p->skips < p->skip_limit;
+}
+
+/* Seconds after which a call on `team` that mdsl_team_pick chose has lost against one
+   thread, and ends its team at the next kernel boundary (0: never). A probe of the whole
+   team loses once its time reaches the choice's; the whole team as the choice, once it
+   reaches twice the time of one thread (when it probes one thread at once). The first
+   calls have no time to beat but the fourth, which the warm call on one thread sets. */
+static double mdsl_team_deadline(const mdsl_team_policy *p, int team) {
+    if (team != 1 || p->calls < 3) return 0.0;
+    if (p->calls == 3) return p->first[0] / MDSL_TEAM_MARGIN;
+    const double beat = p->choice == 0 ? mdsl_team_recent(p) : 2.0 * p->other;
+    return beat / MDSL_TEAM_MARGIN;
 }
 
 static void mdsl_team_lost(mdsl_team_policy *p, double now) {
@@ -312,6 +348,7 @@ static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, doub
         p->other = mine;
         p->losses = 0;
         p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
+        p->trial_ends = p->calls + MDSL_TEAM_PROBE_MAX;
     } else {  /* the other's best call: a spike that ended the probe must not hide it */
         p->other = p->probe_times[0];
         for (int i = 1; i < p->probe_calls; ++i)
@@ -345,6 +382,7 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
     }
     if (team == p->choice) {
         mdsl_team_remember(p, t);
+        if (team == 1 && p->calls <= p->trial_ends && t > p->other) p->credit -= t - p->other;
         const int slower = mdsl_team_recent(p) > p->other || t > 2.0 * p->other;
         if (slower && p->calls < p->next_probe) {  /* slower than the other's last time */
             p->next_probe = p->calls;  /* probe it now, and soon again if that probe loses */
@@ -413,37 +451,50 @@ static int mdsl_team_crowded(int size) {
     return 0;
 #endif
 }
-/* The team of this call: 0 (one thread), 1 (whole team) or -1 (only one thread exists). */
-static int mdsl_team_begin(double *t0) {
+/* One call's team: 0 (one thread), 1 (whole team) or -1 (only one thread exists); when
+   the call started, and when it ends its team (0: never). */
+typedef struct {
+    int team;
+    double t0, until;
+} mdsl_team_call;
+
+static void mdsl_team_begin(mdsl_team_call *call) {
     const int size = mdsl_team_size();
-    int team = -1;
-    *t0 = 0.0;
+    call->team = -1;
+    call->t0 = call->until = 0.0;
     if (size > 1) {
-        *t0 = mdsl_clock();
-        team = mdsl_team_pick(&mdsl_team_state, *t0);
-        if (mdsl_team_may_skip(&mdsl_team_state, team) && mdsl_team_crowded(size)) {
-            mdsl_team_skip(&mdsl_team_state, *t0);
-            team = 0;
+        call->t0 = mdsl_clock();
+        call->team = mdsl_team_pick(&mdsl_team_state, call->t0);
+        if (mdsl_team_may_skip(&mdsl_team_state, call->team) && mdsl_team_crowded(size)) {
+            mdsl_team_skip(&mdsl_team_state, call->t0);
+            call->team = 0;
         }
+        const double deadline = mdsl_team_deadline(&mdsl_team_state, call->team);
+        if (deadline > 0.0) call->until = call->t0 + deadline;
     }
 #ifdef _OPENMP
-    omp_set_num_threads(team == 1 ? size : 1);
+    omp_set_num_threads(call->team == 1 ? size : 1);
 #endif
-    return team;
 }
-static void mdsl_team_end(int team, double t0) {
-    if (team < 0) return;
+/* Between two kernels of a call: past its deadline, the call's team ends (the kernels
+   choose their work and oneDNN primitive by the team size each starts with). */
+static void mdsl_team_checkpoint(mdsl_team_call *call) {
+    if (call->until > 0.0 && mdsl_clock() >= call->until) {
+        call->until = 0.0;
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+    }
+}
+static void mdsl_team_end(const mdsl_team_call *call) {
+    if (call->team < 0) return;
     const double now = mdsl_clock();
-    mdsl_team_record(&mdsl_team_state, team, now - t0, now);
+    mdsl_team_record(&mdsl_team_state, call->team, now - call->t0, now);
 }
-/* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
-   y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
-   summing it, one scaling y in place (the row stays in L1 between them; x is read from
-   memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
-   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
-   tails, and exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp;
-   exp(r) for r < -87.3, which would be subnormal, is 0; NaN propagates). Otherwise they
-   are the same loops written for the compiler to vectorize with libm's expf. */
+/* ---- exp of 16 non-positive floats (AVX-512), for the hand-vectorized row and
+   activation helpers (softmax_rows.h.j2, silu.h.j2) ----
+   exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp; exp(r) for
+   r < -87.3, which would be subnormal, is 0; NaN propagates). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline __m512 mdsl_exp_nonpos16(__m512 x) {
@@ -462,6 +513,15 @@ static inline __m512 mdsl_exp_nonpos16(__m512 x) {
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(normal, p, k);
 }
+#endif
+/* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
+   y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
+   summing it, one scaling y in place (the row stays in L1 between them; x is read from
+   memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
+   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
+   tails, and exp(r) for r <= 0 by `mdsl_exp_nonpos16` (vector_exp.h.j2). Otherwise they
+   are the same loops written for the compiler to vectorize with libm's expf. */
+#if defined(__AVX512F__)
 static inline float mdsl_row_max_f32(const float *x, int64_t n) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
@@ -584,10 +644,10 @@ static int k4_softmax(float *in0, float *out0) {
 }
 
 static int mdsl_schedule(void *const *inputs, void *const *outputs, const void *const *consts,
-                         char *arena, mdsl_callback_t callback) {
+                         char *arena, mdsl_callback_t callback, mdsl_team_call *team_call) {
     float *in0 = (float *)(inputs[0]);  /* x */
     float *out0 = (float *)(outputs[0]);  /* Softmax */
-    (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback;
+    (void)inputs; (void)outputs; (void)consts; (void)arena; (void)callback; (void)team_call;
     mdsl_init_once();
     if (k4_softmax(in0, out0)) return 1;
     return 0;
@@ -595,10 +655,10 @@ static int mdsl_schedule(void *const *inputs, void *const *outputs, const void *
 
 int mdsl_run(void *const *inputs, void *const *outputs, const void *const *consts,
              char *arena, mdsl_callback_t callback) {
-    double t0;
-    const int team = mdsl_team_begin(&t0);
-    const int status = mdsl_schedule(inputs, outputs, consts, arena, callback);
-    mdsl_team_end(team, t0);
+    mdsl_team_call team_call;
+    mdsl_team_begin(&team_call);
+    const int status = mdsl_schedule(inputs, outputs, consts, arena, callback, &team_call);
+    mdsl_team_end(&team_call);
     return status;
 }
 

@@ -4,6 +4,7 @@ where oneDNN is installed; without it the C target keeps its own kernels."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import re
@@ -218,6 +219,30 @@ def test_resnet_blocks_stay_blocked_between_convolutions_and_equal_torch(c):
         hand = mdsl.compile(g, "c")
         np.testing.assert_allclose(hand(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
     assert "mdsl_dnnl" not in _source(hand)
+
+
+@pytest.mark.parametrize("use_onednn", [pytest.param(True, marks=needs_onednn), False])
+def test_a_call_whose_team_ends_between_kernels_equals_torch(monkeypatch, use_onednn):
+    """A whole-team call that has lost against one thread runs its remaining kernels on
+    one (team.h.j2, mdsl_team_checkpoint). Built with a margin no team can win by, every
+    whole-team call after the first ones ends its team after its first kernel: the
+    kernels after it pick their one-thread work and primitives, and the blocked tensors
+    between them, written by the team, must read the same. The calling thread's OpenMP
+    setting shows where the team ended (a whole-team call leaves it at 2)."""
+    monkeypatch.setenv("MDSL_CFLAGS", "-DMDSL_TEAM_MARGIN=1e9")
+    g, weights = _basic_blocks(13, 9)
+    gomp = ctypes.CDLL("libgomp.so.1")
+    with contextlib.nullcontext() if use_onednn else onednn.disabled():
+        exe = mdsl.compile(g, "c", threads=2)
+    assert ("mdsl_dnnl" in _source(exe)) == use_onednn
+    assert _source(exe).count("mdsl_team_checkpoint(team_call);") == len(exe.plan.kernels) - 1 >= 2
+    teams = []
+    for _ in range(16):
+        x = _rand(2, 13, 9, 9)
+        np.testing.assert_allclose(exe(x=x)["y"], _torch_blocks(x, weights), rtol=1e-4, atol=1e-4)
+        teams.append(gomp.omp_get_max_threads())
+    assert teams[:4] == [1, 2, 1, 1]  # the fourth call, warm on the team, lost after a kernel
+    assert teams[4:].count(2) == 0
 
 
 @needs_onednn

@@ -16,12 +16,23 @@ from mdsl.codegen.templates import template_dir
 from mdsl.codegen.toolchain import build_library, default_toolchain
 
 DRIVER = r"""
+/* A call of `kernels` equal kernels on the whole team that takes `whole` seconds there and
+   `one` on one thread: past `deadline` (0: none) at a kernel boundary, its remaining
+   kernels run on one thread (mdsl_team_checkpoint). */
+static double call_seconds(double one, double whole, int kernels, double deadline) {
+    for (int k = 1; deadline > 0.0 && k < kernels; ++k) {
+        const double elapsed = whole * k / kernels;
+        if (elapsed >= deadline) return elapsed + one * (kernels - k) / kernels;
+    }
+    return whole;
+}
+
 /* Runs `calls` simulated calls from time 100 s: call i takes one[i] seconds on one thread
    and whole[i] on the whole team (the scenario's times at that call), crowded[i] is what
-   the run queue hint says, picked[i] is the team size the policy picked for it and
-   chosen[i] the policy's choice after it. */
-int simulate(int calls, const double *one, const double *whole, const int *crowded,
-             int *picked, int *chosen) {
+   the run queue hint says, picked[i] is the team size the policy picked for it, took[i]
+   its seconds and chosen[i] the policy's choice after it. */
+int simulate(int calls, int kernels, const double *one, const double *whole,
+             const int *crowded, int *picked, double *took, int *chosen) {
     mdsl_team_policy p;
     memset(&p, 0, sizeof p);
     double now = 100.0;
@@ -31,10 +42,12 @@ int simulate(int calls, const double *one, const double *whole, const int *crowd
             mdsl_team_skip(&p, now);
             team = 0;
         }
-        const double seconds = team ? whole[i] : one[i];
+        const double deadline = mdsl_team_deadline(&p, team);
+        const double seconds = team ? call_seconds(one[i], whole[i], kernels, deadline) : one[i];
         now += seconds;
         mdsl_team_record(&p, team, seconds, now);
         picked[i] = team;
+        took[i] = seconds;
         chosen[i] = p.choice;
     }
     return 0;
@@ -43,8 +56,8 @@ int simulate(int calls, const double *one, const double *whole, const int *crowd
 
 _FFI = cffi.FFI()
 _FFI.cdef(
-    "int simulate(int calls, const double *one, const double *whole, const int *crowded,"
-    " int *picked, int *chosen);"
+    "int simulate(int calls, int kernels, const double *one, const double *whole,"
+    " const int *crowded, int *picked, double *took, int *chosen);"
 )
 
 
@@ -55,21 +68,25 @@ def policy():
     head += "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
     lib = _FFI.dlopen(str(build_library(head + team + DRIVER, default_toolchain(), "team_sim")))
 
-    def run(one, whole, crowded=None):
-        """Sizes picked (1: whole team) and each call's seconds, for per-call times."""
+    def run(one, whole, crowded=None, kernels=1):
+        """Sizes picked (1: whole team) and each call's seconds, for per-call times of
+        calls of `kernels` equal kernels."""
         one, whole = np.asarray(one, dtype=np.float64), np.asarray(whole, dtype=np.float64)
         crowded = np.zeros(len(one), np.int32) if crowded is None else np.int32(crowded)
         picked, chosen = np.zeros(len(one), dtype=np.int32), np.zeros(len(one), dtype=np.int32)
+        took = np.zeros(len(one))
         lib.simulate(
             len(one),
+            kernels,
             _FFI.from_buffer("double[]", one),
             _FFI.from_buffer("double[]", whole),
             _FFI.from_buffer("int[]", crowded),
             _FFI.from_buffer("int[]", picked),
+            _FFI.from_buffer("double[]", took),
             _FFI.from_buffer("int[]", chosen),
         )
         run.chosen = chosen
-        return picked, np.where(picked == 1, whole, one)
+        return picked, took
 
     return run
 
@@ -215,3 +232,50 @@ def test_a_lost_probe_is_retried_after_the_minimum_gap_then_ever_later(policy):
     picked, _ = policy(*steady(1000, 1e-3, 1.5e-3))  # one thread wins; cheap probes
     probes = 4 + np.flatnonzero(picked[4:] == 1)
     assert np.diff(probes)[:4].tolist() == [8 + 1, 16 + 1, 32 + 1, 64 + 1]
+
+
+def test_a_probe_that_has_lost_ends_its_team_at_the_next_kernel_boundary(policy):
+    """A core kept busy: a whole-team call of ten kernels takes 60 ms against 4 ms on one
+    thread. Past the time it had to beat, a probe's remaining kernels run on one thread:
+    it costs at most that time, the kernel in flight and the rest on one thread."""
+    one, whole = steady(20000, 4e-3, 60e-3)
+    picked, times = policy(one, whole, kernels=10)
+    assert picked[3] == 1 and times[3] <= 4e-3 + 6e-3 + 4e-3  # the first warm call too
+    probes = 4 + np.flatnonzero(picked[4:])
+    assert len(probes) >= 10 and not policy.chosen[4:].any()
+    assert times[probes].max() <= 4e-3 + 6e-3 + 4e-3
+    assert (times[probes] - 4e-3).sum() <= 0.008 * times[4:].sum()  # at least once a second
+
+
+def test_a_load_that_comes_ends_the_chosen_team_within_the_call(policy):
+    """The whole team is chosen (1 ms against 2 ms on one thread) when a busy neighbour
+    makes its calls 30 ms from call 500: the first such call runs on one thread once it
+    has taken twice one thread's time, and the next call probes one thread."""
+    one, whole = steady(2000, 2e-3, 1e-3)
+    whole[500:] = 30e-3
+    picked, times = policy(one, whole, kernels=10)
+    assert picked[400:501].all() and times[500] <= 2 * 2e-3 + 3e-3 + 2e-3
+    assert picked[501] == 0 and picked[600:].mean() < 0.05
+
+
+def test_a_flapping_load_costs_the_chosen_team_at_most_the_probe_share(policy):
+    """The whole team is faster on a quiet machine (1 ms against 2 ms), but a neighbour's
+    short bursts (5 calls of every 40) make its calls 50 ms. A probe between two bursts
+    wins, and the burst after it costs the chosen team 48 ms more than one thread: paid
+    from the probes' credit, the team is not probed again until the share has paid for
+    it. Never slower than one thread by more than the share (without the credit, 1.2x)."""
+    one, whole = steady(20000, 2e-3, 1e-3)
+    calls = np.arange(20000)
+    whole[(calls >= 100) & (calls % 40 >= 35)] = 50e-3
+    picked, times = policy(one, whole)
+    assert picked[40:100].mean() > 0.9  # quiet at first: the whole team
+    assert times[100:].sum() <= 1.03 * one[100:].sum()
+
+
+@pytest.mark.parametrize("whole", [0.1, 0.5])
+def test_slow_calls_on_a_quiet_machine_probe_one_thread_within_the_share(policy, whole):
+    """Calls of 0.1 or 0.5 s on the whole team (twice that on one thread): a probe of one
+    thread costs a whole call, so probing it every second cost 8% or 33% of the time; now
+    the probe share's 2%."""
+    picked, times = policy(*steady(2000, 2 * whole, whole))
+    assert picked[4:].mean() > 0.97 and times[4:].mean() <= 1.025 * whole

@@ -208,6 +208,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     ]
     post = [_post_op(op) for op in k.post_ops] or ["{0, 0.0f, 0.0f}"]
     fused = ", ".join((["bias"] if k.bias else []) + [op[0] for op in k.post_ops])
+    silu = "; SiLU after it (mdsl_silu_f32)" if k.silu else ""
     residual = f", residual {_layout(k.residual_layout)}" if k.residual else ""
     residual += " (the destination)" if k.dst_in_residual else ""
     copy = f" (kept in {_layout(k.x_copy_layout)} for other kernels)" if k.x_copy else ""
@@ -215,6 +216,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{copy}{residual} -> "
         f"{_layout(k.out_layout)}"
         + (f"; {fused} fused" if fused else "")
+        + silu
         + "; weights reordered at plan time */",
         *team_state_lines("mdsl_dnnl_conv", "state"),
         f"static const int64_t x_dims[4] = {{{_ints(shape.x)}}}, y_dims[4] = {{{_ints(shape.y)}}};",
@@ -234,6 +236,8 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}, {k.x_copy or '0'}))",
         f"{INDENT}return 1;",
     ]
+    if k.silu:  # over the result in its layout (padding channels too: silu(0) = 0)
+        lines.append(f"mdsl_silu_f32({k.out}, (int64_t)(dnnl_memory_desc_get_size(s->y_md) / 4));")
     if k.epilogue is not None:
         acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
         inner = epilogue_lines(k.epilogue, k.out_shape, conv_index(k), acc, DType.float32)

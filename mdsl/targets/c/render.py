@@ -203,6 +203,7 @@ def _module(plan: Plan, calls: dict[int, str], profile: bool, **unit) -> str:
                 isinstance(k, kir.Rowwise) and softmax_rows.softmax_form(k) is not None
                 for k in plan.all_kernels()
             ),
+            uses_silu=any(isinstance(k, kir.Conv) and k.silu for k in plan.all_kernels()),
             onednn_declarations=DECLARATIONS if uses_onednn(plan) else "",
             uses_onednn_matmul=uses_onednn_matmul(plan),
             buffer_lines=_buffer_lines(plan),
@@ -221,11 +222,20 @@ def _schedule_lines(plan: Plan, calls: dict[int, str], profile: bool):
     """(the calls of `mdsl_run`, those of `mdsl_run_profile` or [])."""
     if not plan.has_control_flow:
         flat = [calls[id(k)] for k in plan.kernels]
-        return flat, _timed_calls(flat) if profile else []
+        return _checkpointed(flat), _timed_calls(flat) if profile else []
     from mdsl.targets.c.control import Schedule
 
     timed = Schedule(plan, calls, timed=True).lines(plan.kernels) if profile else []
     return Schedule(plan, calls).lines(plan.kernels), timed
+
+
+def _checkpointed(calls: list[str]) -> list[str]:
+    """`calls` with the team choice's checkpoint between each two (team.h.j2: a call on
+    the whole team that has lost against one thread runs its remaining kernels on one)."""
+    lines = calls[:1]
+    for call in calls[1:]:
+        lines += ["mdsl_team_checkpoint(team_call);", call]
+    return lines
 
 
 def _timed_calls(calls: list[str]) -> list[str]:

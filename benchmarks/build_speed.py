@@ -15,9 +15,12 @@ batch) and one call at batch 1, each run in a fresh Python process, with a cold 
 (an empty `MDSL_CACHE_DIR`: the graph is optimized, planned, rendered and gcc runs) and
 then warm (the same folder again: the compile cache, `mdsl.runtime.compile_cache`, serves
 `mdsl.compile`). Wall and CPU seconds per phase (CPU includes the C compiler's and every
-thread's); medians of `--repeats`.
+thread's); medians of `--repeats`. The executable runs on one thread (`--threads 1`);
+`--threads 0` compiles with mdsl's default (`threads=None`: one thread or the whole
+team per call, `csrc/templates/c/team.h.j2`).
 
 Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5] [--first-result]
+     [--threads 1]
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ def _clock() -> tuple[float, float]:
     return time.perf_counter(), time.process_time() + children.ru_utime + children.ru_stime
 
 
-def first_result_child(layers: int, start: tuple[float, float]) -> dict:
+def first_result_child(layers: int, start: tuple[float, float], threads: int = 1) -> dict:
     """One user's process: the phases' (wall, CPU) seconds; `start` was taken before
     this module (and so mdsl) was imported."""
     import numpy as np
@@ -143,7 +146,7 @@ def first_result_child(layers: int, start: tuple[float, float]) -> dict:
     marks = [start, _clock()]
     g = build_bert(layers)
     marks.append(_clock())
-    exe = mdsl.compile(g, backend="c", threads=1)
+    exe = mdsl.compile(g, backend="c", threads=threads or None)
     marks.append(_clock())
     rng = np.random.default_rng(0)
     exe.run(
@@ -158,14 +161,14 @@ def first_result_child(layers: int, start: tuple[float, float]) -> dict:
     return {"phases": phases, "fallbacks": list(exe.plan.fallbacks)}
 
 
-def first_result(layers: int, repeats: int) -> None:
+def first_result(layers: int, repeats: int, threads: int = 1) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     here = os.path.dirname(os.path.abspath(__file__))
     child = (
         "import resource, sys, time; ch = resource.getrusage(resource.RUSAGE_CHILDREN); "
         "start = (time.perf_counter(), time.process_time() + ch.ru_utime + ch.ru_stime); "
         f"sys.path[:0] = [{here!r}, {os.path.dirname(here)!r}]; import json, build_speed; "
-        f"print(json.dumps(build_speed.first_result_child({layers}, start)))"
+        f"print(json.dumps(build_speed.first_result_child({layers}, start, {threads})))"
     )
     cmd = [sys.executable, "-c", child]
     runs: dict[str, list[dict]] = {"cold": [], "warm": []}
@@ -175,7 +178,8 @@ def first_result(layers: int, repeats: int) -> None:
                 out = subprocess.run(cmd, env={**env, "MDSL_CACHE_DIR": cache},
                                      capture_output=True, text=True, check=True)  # fmt: skip
                 runs[state].append(json.loads(out.stdout.splitlines()[-1]))
-    print(f"BERT-base, {layers} layers, symbolic batch, first call at batch 1, seq {SEQ}; "
+    team = f"threads={threads}" if threads else "threads=None"
+    print(f"BERT-base, {layers} layers, symbolic batch, {team}, first call at batch 1, seq {SEQ}; "
           f"medians of {repeats} fresh processes (wall / CPU seconds), "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print("| cache | " + " | ".join(PHASES) + " | compile + first call | all |")
@@ -199,9 +203,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--first-result", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="0: threads=None (the default)")
     args = parser.parse_args()
     if args.first_result:
-        first_result(args.layers, args.repeats)
+        first_result(args.layers, args.repeats, args.threads)
         return
     times = []
     for _ in range(args.repeats):

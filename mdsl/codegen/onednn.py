@@ -36,6 +36,7 @@ ELTWISE_RELU = 0x20
 ELTWISE_CLIP = 0x2E  # relu + 14
 ELTWISE_LINEAR = 0x26  # alpha * x + beta
 ELTWISE_SWISH = 0x2C  # x * sigmoid(alpha * x)
+ELTWISE_LOGISTIC = 0x29  # sigmoid(x)
 BINARY_ADD = 0x1FFF0
 FORMAT_TAG_ANY = 1
 QUERY_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DST_MD = 129, 131, 133
@@ -258,13 +259,16 @@ def channel_block(layout: str) -> int:
 
 def eltwise(op: tuple) -> tuple[int, float, float]:
     """oneDNN's eltwise algorithm and its alpha, beta for the post-op `op`: ("relu",),
-    ("clip", lo, hi), ("linear", alpha, beta) or ("swish",), x * sigmoid(x).
+    ("clip", lo, hi), ("linear", alpha, beta), ("swish",), x * sigmoid(x), or
+    ("logistic",), sigmoid(x).
 
     >>> eltwise(("clip", 0.0, 6.0)) == (ELTWISE_CLIP, 0.0, 6.0)
     True
     """
     if op[0] == "swish":
         return ELTWISE_SWISH, 1.0, 0.0
+    if op[0] == "logistic":
+        return ELTWISE_LOGISTIC, 0.0, 0.0
     alg = {"relu": ELTWISE_RELU, "clip": ELTWISE_CLIP, "linear": ELTWISE_LINEAR}[op[0]]
     lo, hi = op[1:] if len(op) == 3 else (0.0, 0.0)
     return alg, float(lo), float(hi)

@@ -217,9 +217,9 @@ def silu_last(post_ops: tuple) -> tuple[tuple, bool]:
 def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
     """The fused members of a convolution as oneDNN post-ops: (post-ops, residual tensor
     or None), or None when they are not all of them ReLU, Clip of constant bounds, SiLU
-    (x * Sigmoid(x): oneDNN's swish) and at most one Add of a tensor of the result's shape
-    (a sum post-op), each applied to the previous one's result, with only the last result
-    used outside the group.
+    (x * Sigmoid(x): oneDNN's swish), Sigmoid (its logistic) and at most one Add of a
+    tensor of the result's shape (a sum post-op), each applied to the previous one's
+    result, with only the last result used outside the group.
 
     oneDNN applies them in order to the accumulator (bias added); the sum post-op adds
     what the destination held before the convolution, so the residual is copied there
@@ -235,6 +235,8 @@ def onednn_post_ops(anchor: Node, members: list[Node], outputs: list[Tensor]):
             node = members.pop(0)
         elif node.op_type == "Relu":
             post.append(("relu",))
+        elif node.op_type == "Sigmoid":  # a squeeze-and-excitation's gate
+            post.append(("logistic",))
         elif node.op_type == "Clip":
             bounds = [_scalar(t) for t in node.inputs[1:3]] + [None] * (3 - len(node.inputs))
             if any(b is False for b in bounds):

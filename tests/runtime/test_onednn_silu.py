@@ -15,6 +15,7 @@ import pytest
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from mdsl.targets.c import render
 
 RNG = np.random.default_rng(1818)
 pytestmark = pytest.mark.skipif(
@@ -94,11 +95,20 @@ def test_nan_and_infinities_give_what_the_interpreter_gives(flags, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=4e-7, atol=1e-30)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("cin", [13, 24])
-def test_an_mbconv_chain_kept_and_an_nchw_result_equal_the_interpreter(cin, threads):
+@pytest.mark.parametrize(
+    "threads, cin, split", [(1, 13, False), (2, 13, False), (1, 24, False), (2, 24, True)]
+)
+def test_an_mbconv_chain_kept_and_an_nchw_result_equal_the_interpreter(
+    threads, cin, split, monkeypatch
+):
     """1x1 expand + SiLU -> depthwise 3x3 + SiLU (both kept in oneDNN's layout) -> 1x1
-    project + residual -> 3x3 + SiLU, a graph output (NCHW: reordered, then the pass)."""
+    project + residual -> 3x3 + SiLU, a graph output (NCHW: reordered, then the pass);
+    `split`: the C source in several units (`render.KERNEL_UNIT_LINES`), each kernel
+    unit with its own copy of the helper."""
+    if split:
+        monkeypatch.setenv("MDSL_COMPILE_CACHE", "0")
+        monkeypatch.setattr(render, "SPLIT_CALLS", 0)
+        monkeypatch.setattr(render, "KERNEL_UNIT_LINES", 30)
     cout = 3 * cin
     with mdsl.Graph("mbconv_silu") as g:
         x = g.input("x", (2, cin, 9, 11))
@@ -114,6 +124,7 @@ def test_an_mbconv_chain_kept_and_an_nchw_result_equal_the_interpreter(cin, thre
     exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
     src = _source(exe)
     assert src.count("SiLU after it") == 3 and not _swish_post_ops(src)
+    assert (len(exe.sources) > 2) == split
     assert "brdgmm_dw" in src and "-> NCHW; bias fused; SiLU after it" in src
     feeds = {"x": _rand(2, cin, 9, 11)}
     for _ in range(2):  # the second call finds the first call's buffers
@@ -143,3 +154,27 @@ def test_a_residual_sum_before_the_silu_and_a_silu_before_one(threads):
     want, got = mdsl.interpret(g, feeds), exe(**feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_sigmoid_after_a_convolution_is_oneDNN_s_logistic_post_op(threads):
+    """A squeeze-and-excitation's gate (pool, 1x1 + SiLU, 1x1 + Sigmoid over (n, c, 1, 1)
+    tensors) and a 3x3 + Sigmoid of 13 channels; a Sigmoid that is half of a SiLU stays
+    the SiLU."""
+    with mdsl.Graph("gates") as g:
+        x = g.input("x", (2, 13, 9, 7))
+        w3 = g.const("w3", _rand(13, 13, 3, 3, scale=1 / 11))
+        h = ops.sigmoid(ops.conv2d(x, w3, g.const("b3", _rand(13)), pads=1))
+        pooled = ops.global_average_pool(_silu(ops.conv2d(h, w3, pads=1)))
+        squeezed = _silu(
+            ops.conv2d(pooled, g.const("w1", _rand(5, 13, 1, 1)), g.const("b1", _rand(5)))
+        )
+        gate = ops.conv2d(squeezed, g.const("w2", _rand(13, 5, 1, 1)), g.const("b2", _rand(13)))
+        g.output(h * ops.sigmoid(gate), "y")
+    exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
+    src = _source(exe)
+    assert src.count("bias, logistic fused") == 2 and src.count("SiLU after it") == 2
+    feeds = {"x": _rand(2, 13, 9, 7)}
+    np.testing.assert_allclose(
+        exe(**feeds)["y"], mdsl.interpret(g, feeds)["y"], rtol=1e-5, atol=1e-6
+    )

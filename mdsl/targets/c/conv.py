@@ -136,6 +136,7 @@ _POST_OPS = {
     "clip": "MDSL_DNNL_CLIP",
     "sum": "MDSL_DNNL_SUM",
     "swish": "MDSL_DNNL_SWISH",
+    "logistic": "MDSL_DNNL_LOGISTIC",
 }
 
 

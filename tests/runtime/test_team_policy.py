@@ -112,7 +112,15 @@ def steady(calls, one, whole):
 
 def test_the_first_four_calls_try_both_sizes_cold_and_warm(policy):
     picked, _ = policy(*steady(4, 2e-3, 1e-3))
-    assert picked.tolist() == [0, 1, 0, 1]
+    assert picked.tolist() == [1, 0, 0, 1]  # the first result on the whole team
+
+
+def test_on_a_crowded_machine_the_first_call_runs_on_one_thread_and_the_second_on_the_team(
+    policy,
+):
+    picked, _ = policy(*steady(40, 2e-3, 1e-3), crowded=[1] * 40)
+    assert picked[:4].tolist() == [0, 1, 0, 1]  # each size cold, with no time to beat yet
+    assert picked[4:12].all()  # no probe counted as lost: the whole team chosen at once
 
 
 def test_on_a_quiet_machine_the_whole_team_runs_nearly_every_call(policy):

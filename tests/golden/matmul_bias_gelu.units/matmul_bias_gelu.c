@@ -199,6 +199,10 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    either on one thread or on up to mdsl_team_max threads (0: every processor), times
    itself, and keeps the faster choice. The policy is a pure function of the calls' times
    (mdsl_team_pick / mdsl_team_record; tests drive it with made-up times):
+   - the first four calls try each size once cold and once warm; the very first runs on
+     the whole team unless the run queue (below) shows no processor free, since it is
+     often the result a user waits for (BERT-base's first call: 0.31 s on one thread);
+     then the second does (a cold call on each size, with no time to beat yet);
    - the choice's time is the median of its last MDSL_TEAM_WINDOW calls, so a passing
      spike (a page fault, a neighbour's burst) does not move it;
    - a probe runs the other team size for up to MDSL_TEAM_PROBE_CALLS calls in a row and
@@ -314,7 +318,10 @@ static double mdsl_team_probe_period(const mdsl_team_policy *p) {
 }
 /* The team size of the next call at time `now`: 0 (one thread) or 1 (the whole team). */
 static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
-    if (p->calls < 4) return (int)(p->calls & 1);  /* both once cold, once warm */
+    /* both once cold, once warm; the first call on the whole team, as it is often the one
+       a user waits for; on a crowded machine (mdsl_team_may_skip) the second instead */
+    if (p->calls < 2) return p->first[1] == 0.0;
+    if (p->calls < 4) return p->calls == 3;
     if (p->probe_calls > 0) return !p->choice;
     const int due = p->calls >= p->next_probe || now - p->probed_at >= mdsl_team_probe_period(p);
     return due && (p->choice == 1 || p->credit >= 0.0) ? !p->choice : p->choice;
@@ -322,6 +329,7 @@ static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
 /* Whether the call mdsl_team_pick chose starts a probe of the whole team that the run
    queue hint may skip. */
 static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
+    if (p->calls == 0) return team == 1;
     return p->calls >= 4 && team == 1 && p->choice == 0 && p->probe_calls == 0 &&
            p->skips < p->skip_limit;
 }
@@ -348,6 +356,7 @@ static void mdsl_team_lost(mdsl_team_policy *p, double now) {
 }
 /* The probe mdsl_team_pick chose for this call is skipped: the run queue has no room. */
 static void mdsl_team_skip(mdsl_team_policy *p, double now) {
+    if (p->calls == 0) return;  /* the first call is no probe: nothing lost */
     p->skips++;
     mdsl_team_lost(p, now);
 }

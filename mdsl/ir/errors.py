@@ -25,7 +25,7 @@ class MdslError(Exception):
         source: str | None = None,
     ):
         self.message = message
-        self.node = node
+        self.node = None if node is None else str(node)
         self.op_type = op_type
         self.source = source
         super().__init__(self._render())

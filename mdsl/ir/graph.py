@@ -314,6 +314,12 @@ class Graph:
     def const(self, name: str, value) -> Tensor:
         """A constant tensor holding `value` (a copy, read-only), named in the current layer."""
         self._check_building("const")
+        if not isinstance(name, str) or not name:
+            swapped = " (arguments swapped? it is g.const(name, value))" * isinstance(value, str)
+            raise GraphError(
+                f"constant name must be a non-empty string, got {type(name).__name__}{swapped}",
+                source=user_source(),
+            )
         try:
             array = np.array(value)
         except (ValueError, TypeError) as e:

@@ -236,6 +236,13 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_PROBE_MAX 256
 #define MDSL_TEAM_PROBE_CALLS 3
 #define MDSL_TEAM_WINDOW 5
+/* A library of run-time sizes (mdsl_run_dims) times calls of every size alike: a call of
+   the chosen team slower than one thread's last probe may just be a larger one, so there
+   the chosen team neither ends mid-call nor pays its slow calls from the credit (with
+   one call in ten 8x larger, that kept the team off nearly every call). */
+#ifndef MDSL_TEAM_SIZES_VARY
+#define MDSL_TEAM_SIZES_VARY 0
+#endif
 #ifndef MDSL_TEAM_MARGIN /* a test builds with a huge one: every whole-team call loses */
 #define MDSL_TEAM_MARGIN 1.1
 #endif
@@ -319,6 +326,7 @@ static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
 static double mdsl_team_deadline(const mdsl_team_policy *p, int team) {
     if (team != 1 || p->calls < 3) return 0.0;
     if (p->calls == 3) return p->first[0] / MDSL_TEAM_MARGIN;
+    if (p->choice == 1 && MDSL_TEAM_SIZES_VARY) return 0.0;
     const double beat = p->choice == 0 ? mdsl_team_recent(p) : 2.0 * p->other;
     return beat / MDSL_TEAM_MARGIN;
 }
@@ -382,7 +390,8 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
     }
     if (team == p->choice) {
         mdsl_team_remember(p, t);
-        if (team == 1 && p->calls <= p->trial_ends && t > p->other) p->credit -= t - p->other;
+        const int on_trial = team == 1 && !MDSL_TEAM_SIZES_VARY && p->calls <= p->trial_ends;
+        if (on_trial && t > p->other) p->credit -= t - p->other;
         const int slower = mdsl_team_recent(p) > p->other || t > 2.0 * p->other;
         if (slower && p->calls < p->next_probe) {  /* slower than the other's last time */
             p->next_probe = p->calls;  /* probe it now, and soon again if that probe loses */

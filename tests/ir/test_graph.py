@@ -188,6 +188,31 @@ def test_const_of_an_unsupported_value(value, error, message):
     assert_points_at(e.value.source, __file__, "bad-const")
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            np.ones(3, np.float32),
+            "c",
+            "got ndarray (arguments swapped? it is g.const(name, value))",
+        ),
+        (3, np.ones(3, np.float32), "constant name must be a non-empty string, got int"),
+        ("", 1.0, "constant name must be a non-empty string, got str"),
+    ],
+)
+def test_const_with_a_name_that_is_not_a_string(name, value, message):
+    with mdsl.Graph() as g:
+        with pytest.raises(mdsl.GraphError) as e:
+            g.const(name, value)  # <- bad-name
+        g.output(g.input("x", (1,)), "y")
+    assert message in str(e.value)
+    assert_points_at(e.value.source, __file__, "bad-name")
+
+
+def test_an_error_names_a_node_given_as_any_object_by_its_text():
+    assert str(mdsl.GraphError("broken", node=np.int64(3))) == "3: broken"
+
+
 def test_tensor_and_node_records():
     g = build_mlp()
     t = g.node("dense/Add").output

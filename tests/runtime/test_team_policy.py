@@ -12,8 +12,12 @@ import cffi
 import numpy as np
 import pytest
 
+import mdsl
+from mdsl import ops
+from mdsl.codegen.plan import build_plan
 from mdsl.codegen.templates import template_dir
 from mdsl.codegen.toolchain import build_library, default_toolchain
+from mdsl.targets.c.render import render_c
 
 DRIVER = r"""
 /* A call of `kernels` equal kernels on the whole team that takes `whole` seconds there and
@@ -63,10 +67,21 @@ _FFI.cdef(
 
 @pytest.fixture(scope="module")
 def policy():
+    return _simulator("")
+
+
+@pytest.fixture(scope="module")
+def sizes_vary_policy():
+    """The policy of a library of run-time sizes (module.c.j2 defines this for mdsl_run_dims)."""
+    return _simulator("#define MDSL_TEAM_SIZES_VARY 1\n")
+
+
+def _simulator(defines: str):
     team = (template_dir("c") / "team.h.j2").read_text()
     head = "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n"
-    head += "#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
-    lib = _FFI.dlopen(str(build_library(head + team + DRIVER, default_toolchain(), "team_sim")))
+    head += "#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + defines
+    source = head + team + DRIVER
+    lib = _FFI.dlopen(str(build_library(source, default_toolchain(), "team_sim")))
 
     def run(one, whole, crowded=None, kernels=1):
         """Sizes picked (1: whole team) and each call's seconds, for per-call times of
@@ -279,3 +294,25 @@ def test_slow_calls_on_a_quiet_machine_probe_one_thread_within_the_share(policy,
     the probe share's 2%."""
     picked, times = policy(*steady(2000, 2 * whole, whole))
     assert picked[4:].mean() > 0.97 and times[4:].mean() <= 1.025 * whole
+
+
+def test_a_library_of_run_time_sizes_keeps_the_team_for_its_larger_calls(policy, sizes_vary_policy):
+    """One call in ten is 8x larger (a symbolic batch): its time says nothing of the load.
+    A library of static sizes reads it as one (its team ends mid-call and pays from the
+    credit: on the team for a few percent of the calls); one of run-time sizes does
+    neither and keeps the team as often as the policy before those mechanisms (45%)."""
+    one, whole = steady(5000, 2e-3, 1e-3)
+    one[::10] *= 8
+    whole[::10] *= 8
+    static, _ = policy(one, whole, kernels=10)
+    picked, times = sizes_vary_policy(one, whole, kernels=10)
+    assert static[4:].mean() < 0.1 and picked[4:].mean() > 0.4
+    assert (times[::10][picked[::10] == 1] == whole[::10][picked[::10] == 1]).all()
+
+
+@pytest.mark.parametrize("rows", [5, "N"])
+def test_only_a_library_of_run_time_sizes_is_built_as_one(rows):
+    with mdsl.Graph("sizes") as g:
+        g.output(ops.relu(g.input("x", (rows, 8))) * 2.0, "y")
+    source = render_c(build_plan(mdsl.optimize(g), c_bindings=True, symbolic=rows == "N"))
+    assert ("#define MDSL_TEAM_SIZES_VARY 1" in source) == (rows == "N")

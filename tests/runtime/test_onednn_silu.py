@@ -178,3 +178,21 @@ def test_a_sigmoid_after_a_convolution_is_oneDNN_s_logistic_post_op(threads):
     np.testing.assert_allclose(
         exe(**feeds)["y"], mdsl.interpret(g, feeds)["y"], rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_blocked_result_with_padding_channels(threads):
+    """A stem on 3 channels (oneDNN's `jit` kernel, nChw16c) of 24 channels + SiLU: the
+    pass runs over 32 channels a pixel, 8 of them padding, which the 1x1 after it reads."""
+    with mdsl.Graph("stem_silu") as g:
+        x = g.input("x", (2, 3, 17, 17))
+        w = g.const("w", _rand(24, 3, 3, 3, scale=0.3))
+        h = _silu(ops.conv2d(x, w, g.const("b", _rand(24)), strides=2, pads=1))
+        g.output(ops.conv2d(h, g.const("w1", _rand(13, 24, 1, 1, scale=0.2)), pads=0), "y")
+    exe = mdsl.compile(mdsl.optimize(g, level=2), "c", threads=threads)
+    assert "-> nChw16c; bias fused; SiLU after it" in _source(exe)
+    feeds = {"x": _rand(2, 3, 17, 17)}
+    for _ in range(2):
+        np.testing.assert_allclose(
+            exe(**feeds)["y"], mdsl.interpret(g, feeds)["y"], rtol=1e-5, atol=1e-5
+        )

@@ -15,12 +15,13 @@ batch) and one call at batch 1, each run in a fresh Python process, with a cold 
 (an empty `MDSL_CACHE_DIR`: the graph is optimized, planned, rendered and gcc runs) and
 then warm (the same folder again: the compile cache, `mdsl.runtime.compile_cache`, serves
 `mdsl.compile`). Wall and CPU seconds per phase (CPU includes the C compiler's and every
-thread's); medians of `--repeats`. The executable runs on one thread (`--threads 1`);
-`--threads 0` compiles with mdsl's default (`threads=None`: one thread or the whole
-team per call, `csrc/templates/c/team.h.j2`).
+thread's); medians of `--repeats`. The executable is compiled as a user's is, with
+mdsl's default `threads=None` (`--threads 0`: one thread or the whole team per call,
+the first call on the whole team when a processor is free, `csrc/templates/c/team.h.j2`);
+`--threads 1` keeps it on one thread.
 
 Run: python benchmarks/build_speed.py [--layers 12] [--repeats 5] [--first-result]
-     [--threads 1]
+     [--threads 0]
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--first-result", action="store_true")
-    parser.add_argument("--threads", type=int, default=1, help="0: threads=None (the default)")
+    parser.add_argument("--threads", type=int, default=0, help="0: threads=None (the default)")
     args = parser.parse_args()
     if args.first_result:
         first_result(args.layers, args.repeats, args.threads)

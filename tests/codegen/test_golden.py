@@ -41,13 +41,16 @@ def test_generated_c_matches_the_golden_file(name, monkeypatch):
     if UPDATE:
         path.write_text(source, encoding="utf-8")
     assert path.is_file(), f"no golden file {path.name}; create it with MDSL_UPDATE_GOLDEN=1"
-    expected = path.read_text(encoding="utf-8")
-    if source != expected:
+    _assert_same_text(path.read_text(encoding="utf-8"), source, f"golden/{name}.c")
+
+
+def _assert_same_text(expected: str, generated: str, label: str) -> None:
+    if generated != expected:
         diff = "".join(
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
-                source.splitlines(keepends=True),
-                f"golden/{name}.c",
+                generated.splitlines(keepends=True),
+                label,
                 "generated",
             )
         )
@@ -97,13 +100,4 @@ def test_the_units_of_a_split_build_match_the_golden_files(monkeypatch):
     assert sorted(p.name for p in folder.iterdir()) == sorted(units)
     for name, text in units.items():
         expected = (folder / name).read_text(encoding="utf-8")
-        if text != expected:
-            diff = "".join(
-                difflib.unified_diff(
-                    expected.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    f"golden/{SPLIT}.units/{name}",
-                    "generated",
-                )
-            )
-            pytest.fail(f"generated C differs (MDSL_UPDATE_GOLDEN=1 regenerates):\n{diff}")
+        _assert_same_text(expected, text, f"golden/{SPLIT}.units/{name}")

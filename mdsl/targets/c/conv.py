@@ -257,7 +257,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     return "\n".join(INDENT + x for x in lines)
 
 
-POOL_MAX, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x3FF  # dnnl_pooling_max, dnnl_pooling_avg_exclude_padding
+POOL_AVG_EXCLUDE_PAD = 0x3FF  # dnnl_pooling_avg_exclude_padding
 
 
 def onednn_pool_body(k: kir.Pool) -> str:
@@ -268,7 +268,6 @@ def onednn_pool_body(k: kir.Pool) -> str:
         return blocked_max_pool_body(k)
     pad_r = pool_pad_end(k) or ()
     window = [*k.strides, *k.kernel, *(d - 1 for d in k.dilations), *k.pads, *pad_r]
-    alg = POOL_MAX if k.kind == "max" else POOL_AVG_EXCLUDE_PAD
     lines = [
         f"/* oneDNN {k.kind} pooling: {_layout(k.layout)} -> {_layout(k.layout)} */",
         *team_state_lines("mdsl_dnnl_pool", "state"),
@@ -276,7 +275,7 @@ def onednn_pool_body(k: kir.Pool) -> str:
         f"static const int64_t y_dims[4] = {{{_ints((k.n, k.c, *k.out_spatial))}}};",
         f"static const int64_t window[10] = {{{_ints(window)}}};  "
         "/* strides, kernel, dilates - 1, pads */",
-        f"static const mdsl_dnnl_pool_spec spec = {{x_dims, y_dims, window, {alg:#x}, "
+        f"static const mdsl_dnnl_pool_spec spec = {{x_dims, y_dims, window, {POOL_AVG_EXCLUDE_PAD:#x}, "
         f"{_c_tag(k.layout)}}};",
         f"return mdsl_dnnl_pool_run(s, &spec, {k.x}, {k.out});",
     ]

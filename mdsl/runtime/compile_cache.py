@@ -78,7 +78,8 @@ from mdsl.log import get_logger, timed
 from mdsl.runtime.saved import signature_line
 
 FORMAT = "mdsl-compile-cache"
-VERSION = 3  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3
+VERSION = 4  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3;
+# 4: plans hold their layout template
 FOLDER = "compiled"
 MANIFEST, SIGNATURE, STATE, ARRAYS = "manifest.json", "manifest.sig", "state.pickle", "arrays.bin"
 CHUNK = 32 << 20  # bytes of a key's array per digest (hashed in parallel)

@@ -53,7 +53,7 @@ from mdsl.codegen.lower_custom import c_binding, lower_custom_call
 from mdsl.codegen.lower_extern import lower_conv, lower_gemm, lower_pool
 from mdsl.codegen.lower_indexing import lower_indexing
 from mdsl.codegen.lower_rows import lower_rows
-from mdsl.codegen.memory import Buffer, MemoryPlan, plan_memory
+from mdsl.codegen.memory import Buffer, LayoutTemplate, MemoryPlan, layout_template, plan_memory
 from mdsl.codegen.strided_operands import read_in_place
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
@@ -124,6 +124,8 @@ class Plan:
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
     inplace: dict[str, str] = field(default_factory=dict)
+    # a symbolic plan's placement planned at compile time, reused per signature
+    layout_template: LayoutTemplate | None = None
 
     def buffer(self, name: str) -> BufferSpec:
         return self.buffers[name]
@@ -197,11 +199,28 @@ class Plan:
         """The memory plan for input symbols `values`: every arena buffer at its size
         (`sizes`: `self.sizes(values)`, when the caller has them)."""
         sizes = self.sizes(values) if sizes is None else sizes
-        buffers = [
-            Buffer(name, sizes[name] * self.buffers[name].dtype.itemsize, *self.lifetimes[name])
-            for name in self.arena_buffers
-        ]
-        return plan_memory(buffers, inplace=self.inplace)
+        nbytes = self._arena_bytes(sizes)
+        if self.layout_template is not None:
+            memory = self.layout_template.apply(nbytes)
+            if memory is not None:
+                return memory
+        return plan_memory(self._arena_sized(nbytes), inplace=self.inplace)
+
+    def plan_layout_template(self) -> None:
+        """Plan a symbolic plan's memory now, at `TEMPLATE_SIZE` for every feed's symbol,
+        as the template `layout` reuses at every signature where it holds (sizes that
+        grow alike: a batch, a sequence); not for dims bound by the run itself."""
+        if not self.is_symbolic or self.bounds or self.value_symbols or self.capacities:
+            return
+        nbytes = self._arena_bytes(self.sizes(_template_values(self.graph, self.input_symbols)))
+        self.layout_template = layout_template(self._arena_sized(nbytes), inplace=self.inplace)
+
+    def _arena_bytes(self, sizes: Mapping[str, int]) -> list[int]:
+        """Bytes of each arena buffer (`arena_buffers` order) at element counts `sizes`."""
+        return [sizes[name] * self.buffers[name].dtype.itemsize for name in self.arena_buffers]
+
+    def _arena_sized(self, nbytes: list[int]) -> list[Buffer]:
+        return [Buffer(n, size, *self.lifetimes[n]) for n, size in zip(self.arena_buffers, nbytes)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +323,23 @@ def build_plan(
     plan.inplace = _inplace_candidates(plan, steps)
     if not plan.is_symbolic:
         plan.memory = plan.layout({})
+    plan.plan_layout_template()
     return plan
+
+
+TEMPLATE_SIZE = 64  # each feed's symbol, within its range, when a template is planned
+
+
+def _template_values(g: Graph, symbols: list[str]) -> dict[str, int]:
+    """A size for each symbol in `symbols`: TEMPLATE_SIZE within the range its inputs
+    declare."""
+    values = dict.fromkeys(symbols, TEMPLATE_SIZE)
+    for t in g.inputs.values():
+        for d in t.shape:
+            if isinstance(d, Dim) and d.name in values:
+                top = TEMPLATE_SIZE if d.max is None else min(d.max, values[d.name])
+                values[d.name] = max(d.min, top)
+    return values
 
 
 def _check_bound(g: Graph, control_flow: bool) -> None:

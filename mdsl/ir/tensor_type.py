@@ -93,9 +93,11 @@ class TensorType:
         fmt = "" if self.format == Format.ND else f" {self.format}"
         return f"{self.dtype}[{','.join(map(str, self.shape))}]{fmt}"
 
-    def to_json(self) -> dict:
+    def to_json(self, dim_json=None) -> dict:
+        """A JSON-able form; `dim_json(d)` gives each symbolic dim's (default `d.to_json()`)."""
+        dim_json = dim_json or Dim.to_json
         out = {
-            "shape": [d if isinstance(d, int) else d.to_json() for d in self.shape],
+            "shape": [d if isinstance(d, int) else dim_json(d) for d in self.shape],
             "dtype": self.dtype.value,
             "format": self.format.value,
         }

@@ -217,7 +217,9 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    either on one thread or on up to mdsl_team_max threads (0: every processor), times
    itself, and keeps the faster choice. The policy is a pure function of the calls' times
    (mdsl_team_pick / mdsl_team_record; tests drive it with made-up times):
-   - the first four calls try each size once cold and once warm; the very first runs on
+   - the first four calls try each size once cold and once warm, and the faster call of
+     each size decides (a warm call that a neighbour's burst made slower than the cold
+     one chose one thread for a BERT layer whose team was twice as fast); the very first runs on
      the whole team unless the run queue (below) shows no processor free, since it is
      often the result a user waits for (BERT-base's first call: 0.31 s on one thread);
      then the second does (a cold call on each size, with no time to beat yet);
@@ -294,7 +296,7 @@ typedef struct {
     int recent_count, recent_next;
     double last;                       /* the choice's last call */
     double other;                      /* the other team size's best time at its last probe */
-    double first[2];                   /* the first calls' warm times, by team size */
+    double first[2];                   /* the first calls' best times, by team size */
     int64_t calls, next_probe;
     int64_t trial_ends;                /* a whole team a probe chose pays its losses until */
     int losses, skips;                 /* probes lost in a row; of them, skipped by the hint */
@@ -411,8 +413,8 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         p->credit = p->credit < cap ? p->credit : cap;
         p->credit_at = now;
     }
-    if (call < 4) {
-        p->first[team] = t;
+    if (call < 4) {  /* each size's faster call: one slow warm call must not choose */
+        p->first[team] = p->first[team] == 0.0 || t < p->first[team] ? t : p->first[team];
         if (call < 3) return;
         p->choice = p->first[1] < p->first[0];
         mdsl_team_remember(p, p->first[p->choice]);

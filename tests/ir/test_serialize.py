@@ -202,6 +202,23 @@ def test_symbolic_dims_and_ranges_survive(rich):
     assert back.outputs["y"].shape == (4 * Dim("N"),)
 
 
+def test_equal_dims_declaring_other_ranges_each_keep_their_own():
+    """Dims are equal by their expression alone; each object's range is written (the
+    document makes each Dim object's form once, by identity)."""
+    a, b = mdsl.Dim("N", max=8), mdsl.Dim("N", min=2, max=64)
+    assert a == b
+    with mdsl.Graph("ranges") as g:
+        x = g.input("x", (a, 3))
+        y = g.input("y", (b, 3))
+        g.output(x * 2.0, "p")
+        g.output(y * 3.0, "q")
+    doc = json.loads(g.to_json())
+    ranges = [n["outputs"][0]["shape"][0]["range"] for n in doc["graph"]["nodes"][:2]]
+    assert ranges == [[0, 8], [2, 64]]
+    loaded = mdsl.Graph.from_json(g.to_json())
+    assert [(t.shape[0].min, t.shape[0].max) for t in loaded.inputs.values()] == [(0, 8), (2, 64)]
+
+
 def test_formats_dtypes_devices_and_layers_survive(rich):
     back = mdsl.Graph.from_json(rich.to_json())
     assert back.inputs["img"].format is mdsl.NCHW and back.inputs["img"].dtype is mdsl.int8

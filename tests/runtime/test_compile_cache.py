@@ -248,6 +248,79 @@ def test_a_damaged_or_tampered_entry_is_a_clean_miss(damage, work, caplog):
     assert work["plan"] == 0
 
 
+@pytest.fixture
+def array_hashes(monkeypatch):
+    """How many times a load hashed an arrays file."""
+    hashed = []
+    digest = compile_cache.xxhash.xxh3_128_hexdigest
+
+    def counted(data):
+        hashed.append(len(data))
+        return digest(data)
+
+    monkeypatch.setattr(compile_cache.xxhash, "xxh3_128_hexdigest", counted)
+    return hashed
+
+
+def test_an_unwritten_arrays_file_is_not_hashed_again(work, array_hashes):
+    g = graph("identity")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    manifest = json.loads((entry / compile_cache.MANIFEST).read_text())
+    stat = os.stat(entry / compile_cache.ARRAYS)
+    assert manifest["arrays"]["identity"][1:] == [
+        stat.st_ino,
+        stat.st_size,
+        stat.st_mtime_ns,
+        stat.st_ctime_ns,
+    ]
+    array_hashes.clear()
+    work.update(dict.fromkeys(work, 0))
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 0 and array_hashes == []
+
+
+def test_an_arrays_file_written_with_its_times_put_back_is_still_hashed(work, caplog):
+    """A byte flipped and the modification time restored: the status-change time, which
+    no process sets, still differs, so the file is hashed and the damage found."""
+    g = graph("restored_times")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    before = os.stat(entry / compile_cache.ARRAYS)
+    damage_arrays(entry)
+    os.utime(entry / compile_cache.ARRAYS, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(entry / compile_cache.ARRAYS).st_mtime_ns == before.st_mtime_ns
+    work.update(dict.fromkeys(work, 0))
+    with caplog.at_level(logging.WARNING, logger="mdsl"):
+        check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 1
+    assert any("XXH3-128 differs" in r.getMessage() for r in caplog.records)
+
+
+def test_a_copied_arrays_file_is_hashed_and_used_when_equal(work, array_hashes):
+    g = graph("copied")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    arrays = entry / compile_cache.ARRAYS
+    shutil.copyfile(arrays, entry / "copy")
+    os.replace(entry / "copy", arrays)  # the same bytes in another file
+    array_hashes.clear()
+    work.update(dict.fromkeys(work, 0))
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    assert work["plan"] == 0 and len(array_hashes) == 1
+
+
+def test_an_entry_is_published_once_the_clock_is_past_its_arrays_file(work):
+    """Else a write in the same step of the file times' clock would keep its identity."""
+    g = graph("published")
+    mdsl.compile(g, backend="c")
+    entry = entry_of(g)
+    manifest = json.loads((entry / compile_cache.MANIFEST).read_text())
+    assert os.stat(entry).st_ctime_ns >= (
+        manifest["arrays"]["identity"][-1] + compile_cache.CLOCK_STEP_NS - 10_000_000
+    )
+
+
 def test_a_custom_op_in_the_process_turns_the_cache_off(work, sandbox, caplog):
     mdsl.register_op_impl("Relu", lambda x: np.maximum(x, 0), backend="python")
     with caplog.at_level(logging.INFO, logger="mdsl"):

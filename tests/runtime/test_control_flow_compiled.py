@@ -387,6 +387,44 @@ def test_memory_layouts_are_cached_per_signature_in_a_bounded_lru(monkeypatch):
     assert signatures.MAX_LAYOUTS >= 16
 
 
+def _attention():
+    """Buffers of B*S, B*S*S and fixed sizes: they grow alike only along B."""
+    with mdsl.Graph("attention") as g:
+        x = g.input("x", ("B", "S", 16))
+        q, k = x @ mdsl.param("wq", (16, 16), seed=1), x @ mdsl.param("wk", (16, 16), seed=2)
+        v = ops.tanh(x @ mdsl.param("wv", (16, 16), seed=3))
+        p = ops.softmax((q @ k.transpose(0, 2, 1)) * 0.25, axis=-1)
+        h = ops.layer_norm(p @ v + x, mdsl.param("s", (16,)), mdsl.param("t", (16,)))
+        h = ops.relu(h @ mdsl.param("w2", (16, 64), seed=4)) @ mdsl.param("w3", (64, 16), seed=5)
+        g.output(h, "y")
+    return g
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_is_placed_by_the_compile_time_template_where_it_holds(backend, monkeypatch):
+    """The symbolic build plans a layout template in `mdsl.compile`; a signature whose
+    sizes it holds for is placed without planning, the others are planned afresh."""
+    from mdsl.codegen import plan as plan_module
+
+    g = _attention()
+    exe = mdsl.compile(g, backend=backend)
+    assert exe.variants()[()].plan.layout_template is not None
+    planned = []
+    original = plan_module.plan_memory
+    monkeypatch.setattr(
+        plan_module, "plan_memory", lambda *a, **k: planned.append(1) or original(*a, **k)
+    )
+    rng = np.random.default_rng(4)
+    paths = set()
+    for b, s in [(1, 1), (2, 64), (1, 5), (1, 200), (3, 7), (5, 130), (8, 3)]:
+        planned.clear()
+        x = rng.normal(size=(b, s, 16)).astype(np.float32)
+        assert_same(exe(x=x), mdsl.interpret(g, {"x": x}), rtol=1e-4, atol=1e-5)
+        paths.add("planned" if planned else "template")
+        assert exe.memory.lower_bound_bytes <= exe.memory.arena_bytes
+    assert paths == {"planned", "template"}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_specialized_variants_are_built_ahead_and_used_when_sizes_match(backend):
     g = _mlp()

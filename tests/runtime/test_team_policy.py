@@ -115,6 +115,16 @@ def test_the_first_four_calls_try_both_sizes_cold_and_warm(policy):
     assert picked.tolist() == [1, 0, 0, 1]  # the first result on the whole team
 
 
+def test_one_slow_warm_call_among_the_first_does_not_choose_one_thread(policy):
+    """A neighbour's burst during the warm whole-team call (call 3) made it as slow as one
+    thread: each size's faster call decides, so the team's cold call still counts."""
+    one, whole = steady(40, 150e-3, 75e-3)
+    whole[0], whole[3] = 100e-3, 140e-3  # cold; then warm but hit by a burst
+    picked, _ = policy(one, whole)
+    assert picked[:4].tolist() == [1, 0, 0, 1]
+    assert picked[4:12].all()  # without it: one thread until a probe at call 12 wins
+
+
 def test_on_a_crowded_machine_the_first_call_runs_on_one_thread_and_the_second_on_the_team(
     policy,
 ):

@@ -189,6 +189,35 @@ def test_matmul_with_a_packed_constant_weight_equals_the_interpreter(key, thread
         )
 
 
+# GEMMs too narrow for four tiles a core, still split over the team (a [64, 1024] x
+# [1024, 256] FFN had run on one thread at any team size)
+SPLIT = {
+    # id: (a shape, b shape, tiles)
+    "ffn-four-column-tiles": ((64, 1024), (1024, 256), 4),
+    "column-tiles-with-a-tail": ((40, 300), (300, 200), 3),  # 96 + 96 + 8 columns
+    "row-tiles": ((48, 700), (700, 100), 3),  # 16 rows each
+}
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic-m"])
+@pytest.mark.parametrize("key", list(SPLIT))
+def test_a_narrow_gemm_is_split_into_tiles_and_equals_the_interpreter(key, symbolic):
+    a_shape, b_shape, tiles = SPLIT[key]
+    name = f"split_{key.replace('-', '_')}"
+    g = _matmul_graph((("M",) if symbolic else a_shape[:1]) + a_shape[1:], b_shape, name=name)
+    exe = _compile(g, threads=2)
+    a = _rand(*a_shape)
+    for _ in range(6):  # both team sizes run
+        np.testing.assert_allclose(
+            exe(a=a)["y"], mdsl.interpret(g, {"a": a})["y"], rtol=1e-5, atol=1e-4
+        )
+    source = _kernel_source(exe)
+    if not symbolic:
+        assert f"tile < {tiles}; tile++" in source
+    else:  # tiled at run time
+        assert "by_cols >= by_rows" in source
+
+
 def test_gemm_with_a_transposed_constant_weight_and_a_symbolic_m_is_packed():
     w, bias = _rand(48, 72), _rand(48)
     with mdsl.Graph("packed_gemm_trans") as g:

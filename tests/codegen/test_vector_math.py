@@ -1,6 +1,7 @@
 """float32 erf and tanh in generated C are polynomials (vectorizable), not libm calls:
 within 6 ulp of the float64 truth over the whole range, exact at the special values.
-A constant power 2 or 3 is products, not powf; other powers still call pow."""
+The exact GELU is one helper with the same rational (mdsl_gelu_f32). A constant power 2
+or 3 is products, not powf; other powers still call pow."""
 
 from __future__ import annotations
 
@@ -82,3 +83,113 @@ def test_square_and_cube_are_products_within_2_ulp(dtype):
     with np.errstate(invalid="ignore"):
         np.testing.assert_allclose(got["other"], x ** dtype(2.5), rtol=1e-6, equal_nan=True)
         np.testing.assert_allclose(got["tensor"], np.abs(x) ** e, rtol=1e-6, equal_nan=True)
+
+
+# -- the exact GELU: one helper call (mdsl_gelu_f32) -------------------------------------------------
+GELU_N = 100_003  # parallel at 2 threads, and not a multiple of any vector width
+GELU_EDGE = 5.5425944  # from here on erf(x / sqrt2) is +-1 in float32
+
+
+def _gelu_graph(n: int, dtype=np.float32) -> mdsl.Graph:
+    with mdsl.Graph(f"gelu_{n}") as g:
+        x = g.input("x", (n,), dtype=dtype)
+        g.output(ops.gelu(x, approximate="none"), "y")
+    return g
+
+
+def _gelu_inputs(n: int) -> np.ndarray:
+    """Every kind of float32: a dense grid where GELU bends, random bit patterns (tiny,
+    denormal, huge), the edge where erf rounds to +-1 and the special values."""
+    f32 = np.float32
+    edge = [
+        f32(GELU_EDGE),
+        np.nextafter(f32(GELU_EDGE), f32(0)),
+        np.nextafter(f32(GELU_EDGE), f32(9)),
+    ]
+    special = np.array([*edge, *(-e for e in edge), np.finfo(f32).tiny, 1e-40, 3e38], f32)
+    special = np.concatenate([special, -special, SPECIAL])
+    bits = np.random.default_rng(7).integers(0, 2**32, n // 4, dtype=np.uint64).astype(np.uint32)
+    random = bits.view(f32)
+    random = random[np.isfinite(random)]  # NaN and inf are among the special values
+    grid = np.linspace(-12, 12, n - random.size - special.size, dtype=f32)
+    return np.concatenate([grid, random, special])
+
+
+def _gelu_truth(x: np.ndarray) -> np.ndarray:
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return 0.5 * wide * (1.0 + np.vectorize(math.erf)(wide / math.sqrt(2.0)))
+
+
+@pytest.fixture(scope="module")
+def gelu_runs():
+    """The inputs and the outputs at 1 thread, and of four calls at 2 threads (the first
+    calls of a library try both team sizes)."""
+    x = _gelu_inputs(GELU_N)
+    g = _gelu_graph(GELU_N)
+    one = mdsl.compile(g, backend="c", threads=1)(x=x)["y"]
+    two = mdsl.compile(g, backend="c", threads=2)
+    return x, g, one, [two(x=x)["y"] for _ in range(4)]
+
+
+def test_exact_gelu_is_one_helper_call_for_float32_only():
+    f32 = mdsl.compile(_gelu_graph(64), backend="c").sources
+    kernels = next(iter(f32.values())).split("/* k", 1)[1]
+    assert "mdsl_gelu_f32(" in kernels and "mdsl_erf_f32(" not in kernels
+    f64 = mdsl.compile(_gelu_graph(64, np.float64), backend="c").sources
+    kernels = next(iter(f64.values())).split("/* k", 1)[1]
+    assert "mdsl_gelu_f32(" not in kernels and "erf(" in kernels
+
+
+def test_exact_gelu_is_accurate_over_the_whole_float_range(gelu_runs):
+    """Within 6 ulp where GELU is well conditioned (x >= -1; below, 1 + erf cancels) and
+    3e-7 of max(1, |x|) everywhere: bounds the composition 0.5 x (1 + mdsl_erf_f32(x /
+    sqrt2)) that the helper replaced kept as well (over every float32 in [-6, 6] the helper
+    is the more accurate one, by max ulp and by max abs error, in each of [-6, -3],
+    [-3, -1], [-1, 0], [0, 1] and [1, 6]); a broken coefficient or edge fails them."""
+    x, _, got, _ = gelu_runs
+    truth = _gelu_truth(x)
+    finite = np.isfinite(x) & np.isfinite(truth)
+    err = np.abs(got[finite].astype(np.float64) - truth[finite])
+    assert np.max(err / np.maximum(1.0, np.abs(x[finite]))) <= 3e-7
+    calm = finite & (x >= -1.0) & (np.abs(truth) >= np.finfo(np.float32).tiny)
+    assert _ulps(got[calm], truth[calm]) <= 6
+
+
+def test_exact_gelu_keeps_the_references_values_at_the_edges(gelu_runs):
+    x, g, got, _ = gelu_runs
+    beyond = np.isfinite(x) & (np.abs(x) >= np.float32(GELU_EDGE))
+    positive, negative = beyond & (x > 0), beyond & (x < 0)
+    np.testing.assert_array_equal(got[positive], x[positive])  # x * Phi(x), Phi == 1
+    assert (got[negative] == 0).all() and np.signbit(got[negative]).all()  # 0.5 x * 0 is -0
+    assert np.isnan(got[np.isnan(x)]).all()
+    assert got[x == np.inf].tolist() == [np.inf] and np.isnan(got[x == -np.inf]).all()
+    tiny = np.isfinite(x) & (np.abs(x) < 1e-30)  # 0.5 x, rounded once
+    np.testing.assert_array_equal(got[tiny], np.float32(0.5) * x[tiny])
+    np.testing.assert_array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+    with np.errstate(invalid="ignore"):  # -inf gives NaN: 0.5 x * (1 + erf) is -inf * 0
+        reference = mdsl.interpret(g, {"x": x})["y"]
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_exact_gelu_is_the_same_on_two_threads_and_in_short_tails(gelu_runs):
+    x, _, one, two = gelu_runs
+    for result in two:
+        np.testing.assert_array_equal(result, one)
+    short = mdsl.compile(_gelu_graph(13), backend="c")(x=x[-13:])["y"]  # the tail alone
+    np.testing.assert_array_equal(short, one[-13:])
+
+
+def test_the_gelu_form_is_recognized_only_with_the_same_x_throughout():
+    from mdsl import expr as E
+    from mdsl.ir.dtype import DType
+    from mdsl.targets.c.expr import CExprRenderer
+
+    x, y = E.var("x"), E.var("y")
+    render = CExprRenderer({"x": DType.float32, "y": DType.float32}).render
+    sqrt2 = math.sqrt(2.0)
+    assert render(0.5 * x * (1.0 + E.erf(x / sqrt2))) == "mdsl_gelu_f32(x)"
+    assert render((1.0 + E.erf(x * (1 / sqrt2))) * (x * 0.5)) == "mdsl_gelu_f32(x)"
+    assert render(0.5 * (x + y) * (1.0 + E.erf((x + y) / sqrt2))) == "mdsl_gelu_f32((x + y))"
+    for other in (0.5 * y * (1.0 + E.erf(x / sqrt2)), 0.5 * x * (1.0 + E.erf(x / 1.5))):
+        assert "mdsl_gelu_f32" not in render(other)

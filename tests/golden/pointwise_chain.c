@@ -80,6 +80,32 @@ static inline float mdsl_erf_f32(float a) {
     q = q * x2 + -1.42647390514189e-02f;
     return a != a ? a : p / q;
 }
+/* The exact GELU, 0.5 x (1 + erf(x / sqrt2)), in float32: ONNX Gelu's expression form
+   renders as one call (mdsl.targets.c.expr). It is mdsl_erf_f32's rational with x / sqrt2
+   folded into the coefficients (p_k / 2^k, exact, and q_k sqrt2 / 2^k), so x / sqrt2 is
+   neither computed nor rounded: a division fewer, and over every float32 at least as
+   accurate as 0.5 x (1 + mdsl_erf_f32(x / sqrt2)) in max ulp and max abs error
+   (tests/codegen/test_vector_math.py). Where erf(x / sqrt2) rounds to +-1 in float32
+   (|x| >= 5.5425944) it is exactly +-1, so the result is x or -0 as the reference's is;
+   the rational, which overflows for large x, is selected away there. NaN propagates. */
+static inline float mdsl_gelu_f32(float a) {
+    const float x2 = a * a;
+    float p = -4.259597278145406e-12f;
+    p = p * x2 + 8.658379452996938e-10f;
+    p = p * x2 + -1.313140013015675e-07f;
+    p = p * x2 + -7.115632993279325e-06f;
+    p = p * x2 + -1.8374765758171375e-04f;
+    p = p * x2 + -1.477299904270125e-03f;
+    p = p * x2 + -1.60960333262415e-02f;
+    p = p * a;
+    float q = -1.2874710222387903e-06f;
+    q = q * x2 + -3.7719560354246744e-05f;
+    q = q * x2 + -5.949691825745871e-04f;
+    q = q * x2 + -5.213731054050989e-03f;
+    q = q * x2 + -2.0173387430229728e-02f;
+    const float e = a >= 5.5425944f ? 1.0f : (a <= -5.5425944f ? -1.0f : p / q);
+    return (0.5f * a) * (1.0f + e);
+}
 static inline float mdsl_tanh_f32(float a) {
     const float x = a < -7.90531110763549805f ? -7.90531110763549805f : (a > 7.90531110763549805f ? 7.90531110763549805f : a);
     const float x2 = x * x;
@@ -536,7 +562,7 @@ static int k9_mul_add_gelu_sigmoid(float *in0, float *c0, float *c1, float *out0
             const float ld3 = c1[i1];
             const float v2 = (ld0 * ld1);
             const float v4 = (v2 + ld3);
-            const float v5 = ((0.5f * v4) * (1.0f + mdsl_erf_f32((v4 / 1.4142135623730951f))));
+            const float v5 = mdsl_gelu_f32(v4);
             const float v6 = mdsl_sigmoidf(ld0);
             const float v7 = (v5 * v6);
             const float v8 = (v7 + ld0);

@@ -170,7 +170,13 @@ def test_other_mdsl_code_or_templates_miss(work, monkeypatch, tmp_path):
     os.utime(template, ns=(1, 1))  # the same text written at another time
     assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
     (template.parent / "new.j2").write_text("")  # a file added
-    assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
+    added = compile_cache.tree_digest([tmp_path / "t"])
+    assert added not in (before, after_edit)
+    (tmp_path / "t" / "deep" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "t" / "deep" / "__pycache__" / "m.pyc").write_text("")  # not mdsl's code
+    assert compile_cache.tree_digest([tmp_path / "t"]) == added
+    (tmp_path / "t" / "deep" / "m.py").write_text("")  # a file added in a new folder
+    assert compile_cache.tree_digest([tmp_path / "t"]) != added
 
 
 def _templates():

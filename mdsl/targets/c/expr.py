@@ -9,10 +9,11 @@ narrow them.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from mdsl.codegen.expr_types import ExprTypes, compute_type
-from mdsl.expr import Expr
+from mdsl.expr import Expr, same
 from mdsl.ir.dtype import STORAGE, DType
 
 C_TYPES = {
@@ -90,6 +91,42 @@ def _wrapped(t: DType, unsigned_expr: str) -> str:
     return f"(({C_TYPES[t]})({unsigned_expr}))"
 
 
+def _is_const(e: Expr, value: float) -> bool:
+    return e.op == "const" and not isinstance(e.value, bool) and e.value == value
+
+
+def _other_operand(e: Expr, op: str, value: float) -> Expr | None:
+    """y when `e` is `op(value, y)` or `op(y, value)` for the constant `value`."""
+    if e.op == op:
+        for const, other in (e.args, e.args[::-1]):
+            if _is_const(const, value):
+                return other
+    return None
+
+
+def _over_sqrt2(e: Expr) -> Expr | None:
+    """x when `e` is `x / sqrt(2)` or `x * (1 / sqrt(2))`."""
+    if e.op == "div" and _is_const(e.args[1], math.sqrt(2.0)):
+        return e.args[0]
+    return _other_operand(e, "mul", 1.0 / math.sqrt(2.0))
+
+
+def _exact_gelu_input(e: Expr) -> Expr | None:
+    """x when `e` is the exact GELU `0.5 * x * (1.0 + erf(x / sqrt(2)))` (ONNX Gelu's
+    expression form, mdsl.ops.expr_lowering, factors in any order), which float32 renders
+    as one `mdsl_gelu_f32` call; else None."""
+    if e.op != "mul":
+        return None
+    for half, rest in (e.args, e.args[::-1]):
+        x = _other_operand(half, "mul", 0.5)
+        erf = _other_operand(rest, "add", 1.0)
+        if x is not None and erf is not None and erf.op == "erf":
+            scaled = _over_sqrt2(erf.args[0])
+            if scaled is not None and same(scaled, x):
+                return x
+    return None
+
+
 def _small_power(exponent: Expr) -> bool:
     """x ** 2 and x ** 3 (GELU-tanh's cube, a variance's square) are products: powf is a
     scalar libm call that no simd loop vectorizes (GPT-2's GELU ran 5x slower than ORT's)."""
@@ -138,6 +175,10 @@ class CExprRenderer:
             return self._const(e.value, want)
         if op == "cast":
             return self._cast(e.args[0], e.value)
+        if op == "mul" and self.types.of(e, want) == DType.float32:
+            x = _exact_gelu_input(e)
+            if x is not None:
+                return f"mdsl_gelu_f32({self._text(x, DType.float32)})"
         if op in _INFIX:
             return self._infix(op, e.args, want)
         if op in _LOGIC:

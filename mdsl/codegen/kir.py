@@ -225,6 +225,7 @@ class Conv:
     # computed by oneDNN (`mdsl.codegen.onednn`): its kernel's name, and the floats of the
     # scratch that hold the blocked source (the blocked destination follows)
     onednn: str = ""
+    onednn_act_tag: str = ""  # the layout its source and destination are asked in ("": any)
     onednn_src_elems: int = 0
     onednn_dst_elems: int = 0
     # its weights in the layout of each team size's primitive (`onednn.reordered_weights`:

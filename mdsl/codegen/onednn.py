@@ -239,6 +239,9 @@ class ConvShape:
     # kernel and of the weights' blocking, so the plan asks with them
     bias: bool = False
     post_ops: tuple = ()
+    # the layout the source and destination are asked in (a string tag of LAYOUTS), or
+    # "": oneDNN's choice (`mdsl.codegen.packing.activation_tag`)
+    act_tag: str = ""
 
 
 # kernels worth the two reorders; `gemm` (im2col) and `ref` ones are not
@@ -303,10 +306,10 @@ class _Conv:
                 self.engine[0],
                 FORWARD_INFERENCE,
                 CONVOLUTION_DIRECT,
-                self.md(shape.x, FORMAT_TAG_ANY),
+                self.activation_md(shape.x, shape.act_tag),
                 self.md(shape.w, FORMAT_TAG_ANY),
                 self.md((shape.y[1],)) if shape.bias else self.ffi.NULL,
-                self.md(shape.y, FORMAT_TAG_ANY),
+                self.activation_md(shape.y, shape.act_tag),
                 *(self.dims(v) for v in (shape.strides, shape.dilates, shape.pad_l, shape.pad_r)),
                 self.attr(shape.post_ops),
             )
@@ -343,6 +346,15 @@ class _Conv:
         self.lib.dnnl_memory_desc_create_with_strides(
             out, len(dims), self.dims(dims), F32, self.dims(strides)
         )
+        return out[0]
+
+    def activation_md(self, dims, tag: str):
+        """The source's or destination's memory desc: of string tag `tag`, else `any`."""
+        if not tag:
+            return self.md(dims, FORMAT_TAG_ANY)
+        out = self.ffi.new("dnnl_memory_desc_t *")
+        name = self.ffi.new("char[]", tag.encode())
+        self.lib.dnnl_memory_desc_create_with_string_tag(out, len(dims), self.dims(dims), F32, name)
         return out[0]
 
     def query(self, what):

@@ -149,7 +149,28 @@ def onednn_geometry(k: kir.Conv) -> onednn.ConvShape:
         (pad_b, pad_r),
         bool(k.bias),
         k.post_ops,
+        k.onednn_act_tag,
     )
+
+
+def activation_tag(k: kir.Conv) -> str:
+    """The layout a oneDNN convolution's source and destination are asked in: "aBcd16b"
+    (nCw16c, oneDNN's `jit` kernel) for a 1-D convolution of overlapping windows whose
+    channels-last source puts the inputs of neighbouring outputs a multiple of 4 KiB
+    apart, else "" (oneDNN's choice: channels last, its `brgconv` kernel). Those inputs
+    fall into one set of the L1 cache: wav2vec2's 512 -> 512, kernel 3, stride 2 ones
+    took 1.35-1.8x as long in brgconv as in jit (docs/cpu-kernels.md); 256 or 768
+    channels, or windows that do not overlap (kernel 2 or 4 at stride 2 or 4), run
+    alike in both or faster in brgconv.
+
+    >>> from types import SimpleNamespace as K
+    >>> wav2vec2 = K(group=1, h=1, kh=1, c=512, stride=(1, 2), kw=3, ow=1599)
+    >>> activation_tag(wav2vec2), activation_tag(K(**{**vars(wav2vec2), "c": 768}))
+    ('aBcd16b', '')
+    """
+    if k.group != 1 or k.h != 1 or k.kh != 1 or k.ow < 64 or k.kw <= k.stride[1]:
+        return ""
+    return "aBcd16b" if k.stride[1] * k.c * 4 % 4096 == 0 else ""
 
 
 def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) -> kir.Conv:
@@ -176,10 +197,15 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
         k.post_ops, k.residual, k.bias = fused
         k.epilogue = None
         k.post_ops, k.silu = silu_last(k.post_ops)
+    k.onednn_act_tag = activation_tag(k)
+    probe = onednn.probe_conv(onednn_geometry(k))
+    if k.onednn_act_tag and (probe is None or not probe.impl.startswith(onednn.FAST_IMPLS)):
+        k.onednn_act_tag = ""  # not in that layout: oneDNN's choice
+        probe = onednn.probe_conv(onednn_geometry(k))
     shape = onednn_geometry(k)
-    probe = onednn.probe_conv(shape)
     if probe is None or not probe.impl.startswith(onednn.FAST_IMPLS):
         k.post_ops, k.residual, k.bias, k.epilogue, k.silu = (), "", "", epilogue, False
+        k.onednn_act_tag = ""
         return k
     k.onednn_weights = tuple(
         kir.DnnlWeights(

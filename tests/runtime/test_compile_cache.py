@@ -170,7 +170,13 @@ def test_other_mdsl_code_or_templates_miss(work, monkeypatch, tmp_path):
     os.utime(template, ns=(1, 1))  # the same text written at another time
     assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
     (template.parent / "new.j2").write_text("")  # a file added
-    assert compile_cache.tree_digest([tmp_path / "t"]) not in (before, after_edit)
+    added = compile_cache.tree_digest([tmp_path / "t"])
+    assert added not in (before, after_edit)
+    (tmp_path / "t" / "deep" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "t" / "deep" / "__pycache__" / "m.pyc").write_text("")  # not mdsl's code
+    assert compile_cache.tree_digest([tmp_path / "t"]) == added
+    (tmp_path / "t" / "deep" / "m.py").write_text("")  # a file added in a new folder
+    assert compile_cache.tree_digest([tmp_path / "t"]) != added
 
 
 def _templates():
@@ -308,6 +314,23 @@ def test_a_copied_arrays_file_is_hashed_and_used_when_equal(work, array_hashes):
     work.update(dict.fromkeys(work, 0))
     check_against_interpreter(mdsl.compile(g, backend="c"), g)
     assert work["plan"] == 0 and len(array_hashes) == 1
+
+
+def test_no_identity_is_recorded_where_file_times_cannot_be_trusted():
+    """Whole-second times, or a file system clock a second or more away from this
+    machine's (waiting for it could hang a store): such files are hashed on each load."""
+    import time
+    from types import SimpleNamespace
+
+    now = time.time_ns()
+
+    def stat(ctime_ns):
+        return SimpleNamespace(st_dev=1, st_ino=2, st_size=3, st_mtime_ns=4, st_ctime_ns=ctime_ns)
+
+    assert compile_cache._recordable_identity(stat(now - 1234)) == [1, 2, 3, 4, now - 1234]
+    assert compile_cache._recordable_identity(stat(now // 10**9 * 10**9)) is None
+    assert compile_cache._recordable_identity(stat(now + 3600 * 10**9 + 7)) is None
+    assert compile_cache._recordable_identity(stat(now - 3600 * 10**9 + 7)) is None
 
 
 def test_an_entry_is_published_once_the_clock_is_past_its_arrays_file(work):

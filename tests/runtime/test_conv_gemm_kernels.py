@@ -310,6 +310,53 @@ def test_conv1d_runs_natively_and_equals_torch(stride):
     assert not exe.plan.fallbacks
 
 
+# -- grouped 1x1 convolution: one parallel loop over (image, group, row tile) -------------------
+GROUPED = [
+    # (batch, groups, channels per group in, out, size): work above SMALL_GEMM_FLOPS
+    (1, 4, 34, 34, 28),  # ShuffleNet's 136 channels on 28 x 28: one task per group
+    (2, 3, 20, 24, 30),  # 6 tasks on 2 threads, output channels differ from input's
+    (1, 2, 64, 64, 32),  # each group several row tiles (with a row tail: 32 rows)
+    (1, 4, 4, 6, 5),  # small: stays on one thread
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: "n{}-g{}-ci{}-co{}-s{}".format(*c))
+def test_grouped_1x1_conv_with_a_residual_equals_torch(case, threads):
+    batch, groups, cg, coutg, size = case
+    c, cout = groups * cg, groups * coutg
+    x, w, b = _rand(batch, c, size, size), _rand(cout, cg, 1, 1), _rand(cout)
+    r = _rand(batch, cout, size, size)
+    with mdsl.Graph("grouped_1x1") as g:
+        xi, ri = g.input("x", x.shape), g.input("r", r.shape)
+        y = ops.conv2d(xi, g.const("w", w), g.const("b", b), group=groups)
+        g.output(ops.relu(y + ri), "y")
+    expect = F.relu(F.conv2d(*map(torch.from_numpy, (x, w, b)), groups=groups) + r).numpy()
+    exe = _compile(g, threads=threads)
+    for _ in range(5):  # both team sizes
+        np.testing.assert_allclose(exe(x=x, r=r)["y"], expect, rtol=1e-4, atol=1e-4)
+    source = _kernel_source(exe)
+    assert "task < " in source
+    small = size == 5
+    assert ("/* small: one thread */" in source) == small
+
+
+def test_grouped_1x1_conv_with_a_symbolic_batch_equals_the_interpreter():
+    w = _rand(96, 24, 1, 1)
+    with mdsl.Graph("grouped_1x1_batch") as g:
+        xi = g.input("x", ("N", 96, 24, 24))
+        g.output(ops.relu(ops.conv2d(xi, g.const("w", w), group=4)), "y")
+    for threads in (1, 2):
+        exe = _compile(g, threads=threads)
+        assert "task < (4 * dim0)" in _kernel_source(exe)  # parallel over images and groups
+        for batch in (1, 3):
+            x = _rand(batch, 96, 24, 24)
+            for _ in range(5):
+                np.testing.assert_allclose(
+                    exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+                )
+
+
 # -- MatMul operands read through a Transpose in place -----------------------------------------------
 def _attention_scores(g, q_shape, k_shape, q_perm, k_perm, dtype="float32"):
     q = g.input("q", q_shape, dtype)

@@ -93,6 +93,37 @@ def test_conv_by_onednn_with_bias_relu_and_residual_equals_torch(case, threads):
     np.testing.assert_allclose(mine, expect, rtol=1e-4, atol=1e-4)
 
 
+CONV1D = [
+    # (channels, length, kernel, stride, pad, asked in nCw16c): stride x channels x 4 bytes
+    # a multiple of 4 KiB with overlapping windows (`packing.activation_tag`), or not
+    (256, 403, 5, 4, 2, True),
+    (256, 400, 4, 4, 0, False),  # windows that do not overlap
+    (192, 403, 5, 4, 2, False),  # 3 KiB apart
+]
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CONV1D, ids=lambda c: "c{}-t{}-k{}-s{}-p{}".format(*c[:5]))
+def test_a_1d_conv_chain_in_the_layout_asked_for_equals_torch(case, threads):
+    c, length, k, stride, pad, asked = case
+    x = _rand(2, c, length)
+    w1, w2, b = _rand(c, c, k) * 0.05, _rand(c, c, 3) * 0.05, _rand(c)
+    with mdsl.Graph("conv1d_chain") as g:
+        xi = g.input("x", x.shape)
+        h = ops.gelu(
+            ops.conv(xi, g.const("w1", w1), g.const("b", b), strides=(stride,), pads=(pad, pad))
+        )
+        g.output(ops.relu(ops.conv(h, g.const("w2", w2), pads=(1, 1))), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert ("asked in nChw16c" in _source(exe)) == asked
+    xt = torch.from_numpy(x)
+    h = F.gelu(F.conv1d(xt, torch.from_numpy(w1), torch.from_numpy(b), stride, pad))
+    expect = F.relu(F.conv1d(h, torch.from_numpy(w2), None, 1, 1)).numpy()
+    for _ in range(5):  # both team sizes run
+        np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+
+
 @needs_onednn
 def test_lone_1x1_depthwise_and_im2col_convs_keep_the_hand_written_kernels():
     x = _rand(1, 12, 10, 10)

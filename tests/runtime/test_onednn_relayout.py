@@ -85,3 +85,51 @@ def test_a_stem_in_nchw16c_with_an_nchw_residual_and_result_equals_torch(cout, t
     expect = F.relu(F.conv2d(T(x), T(w), T(b), stride=2, padding=3) + T(r)).numpy()
     for y in got:
         np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("c, c2", [(16, 16), (24, 8), (40, 32)])  # 24, 40: a part block
+def test_a_kept_nchw16c_pool_read_by_an_nhwc_1x1_equals_torch(c, c2, threads, capfd):
+    """SqueezeNet's and ResNet's stem and max pool, kept nChw16c, read by an NHWC 1x1
+    convolution: the pool's result moved into NHWC by hand, 16 channels a pixel at a time
+    (and the channels of a part block on their own)."""
+    x, w, b = _rand(2, 3, 33, 31), _rand(c, 3, 3, 3) * 0.3, _rand(c)
+    w2, b2, w3 = _rand(c2, c, 1, 1) * 0.3, _rand(c2), _rand(c2, c2, 3, 3) * 0.3
+    with mdsl.Graph("relayout_pool_1x1") as g:
+        y = ops.relu(ops.conv2d(g.input("x", x.shape), g.const("w", w), g.const("b", b), strides=2))
+        y = ops.max_pool(y, kernel_shape=(3, 3), strides=(2, 2))
+        y = ops.relu(ops.conv2d(y, g.const("w2", w2), g.const("b2", b2)))
+        g.output(ops.conv2d(y, g.const("w3", w3), pads=1), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert re.search(r"oneDNN brgconv_1x1:\S+: x nChw16c -> NHWC", _source(exe))
+    got = []
+    made = _primitives_made(capfd, lambda: got.extend(exe(x=x)["y"].copy() for _ in range(4)))
+    assert "reorder" not in made
+    y = F.max_pool2d(F.relu(F.conv2d(T(x), T(w), T(b), stride=2)), 3, 2)
+    expect = F.conv2d(F.relu(F.conv2d(y, T(w2), T(b2))), T(w3), padding=1).numpy()
+    for y in got:
+        np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("c", [16, 24])  # 24: the nChw16c destination's padding lanes
+def test_an_nhwc_residual_moved_into_an_nchw16c_destination_equals_torch(c, threads, capfd):
+    """A kept NHWC residual added by a stem whose primitive computes in nChw16c: the
+    residual moved into the destination by hand, its padding channels zero."""
+    x1, x2 = _rand(2, 32, 17, 15), _rand(2, 3, 17, 15)
+    w1, wa, ba = _rand(32, 32, 3, 3) * 0.1, _rand(c, 32, 1, 1) * 0.2, _rand(c)
+    w, b = _rand(c, 3, 7, 7) * 0.2, _rand(c)
+    with mdsl.Graph("relayout_residual") as g:
+        y1 = ops.relu(ops.conv2d(g.input("x1", x1.shape), g.const("w1", w1), pads=1))
+        y1 = ops.relu(ops.conv2d(y1, g.const("wa", wa), g.const("ba", ba)))
+        y = ops.conv2d(g.input("x2", x2.shape), g.const("w", w), g.const("b", b), pads=3)
+        g.output(ops.relu(y + y1), "y")
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert re.search(r"oneDNN jit:\S+: x NCHW, residual NHWC -> NCHW", _source(exe))
+    got = []
+    run = lambda: got.extend(exe(x1=x1, x2=x2)["y"].copy() for _ in range(4))  # noqa: E731
+    assert "reorder" not in _primitives_made(capfd, run)
+    y1 = F.relu(F.conv2d(F.relu(F.conv2d(T(x1), T(w1), padding=1)), T(wa), T(ba)))
+    expect = F.relu(F.conv2d(T(x2), T(w), T(b), padding=3) + y1).numpy()
+    for y in got:
+        np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)

@@ -213,6 +213,8 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     residual = f", residual {_layout(k.residual_layout)}" if k.residual else ""
     residual += " (the destination)" if k.dst_in_residual else ""
     copy = f" (kept in {_layout(k.x_copy_layout)} for other kernels)" if k.x_copy else ""
+    if k.onednn_act_tag:  # see mdsl.codegen.packing.activation_tag
+        copy += f"; asked in {_layout(k.onednn_act_tag)}, not oneDNN's choice"
     lines = [
         f"/* oneDNN {k.onednn}: x {_layout(k.x_layout)}{copy}{residual} -> "
         f"{_layout(k.out_layout)}"
@@ -230,7 +232,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
         f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}, "
-        f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}}};",
+        f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}, {_c_tag(k.onednn_act_tag)}}};",
         "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_conv_run(s, {k.x}, w, {k.bias or '0'}, "

@@ -911,47 +911,80 @@ def _conv_body(plan: Plan, k: kir.Conv) -> str:
         return packed_conv_body(k, _epilogue_lines, _im2col_lines)
     if k.group == k.c == k.cout and k.group > 1:
         return _depthwise_padded_body(k) if _padded_plane_fits(k) else _depthwise_body(k)
-    cg, coutg = k.c // k.group, k.cout // k.group
-    ohw, kdim = k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
+    cg, kdim = k.c // k.group, (k.c // k.group) * k.kh * k.kw
+    # GEMM over tiles of whole output rows (single-threaded BLAS per tile, one OpenMP
+    # pool), each tile's epilogue applied right after its GEMM while it is in cache
+    rows = _conv_tile_rows(k.cout // k.group, k.oh, k.ow, kdim)
+    tiles = 1 if rows is k.oh else -(-k.oh // rows)
+    xg = f"const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};"
+    if not k.scratch:
+        return _conv_tasks_body(k, tiles, [xg, *_conv_tile_lines(k, "xg", rows)])
     lines = [
         f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
         f"{INDENT}for (int64_t g = 0; g < {k.group}; g++) {{",
+        INDENT * 2 + xg,
+        *(INDENT * 2 + x for x in _im2col_lines(k, "xg", cg)),
     ]
-    lines.append(f"{INDENT * 2}const float *xg = {k.x} + (n * {k.c} + g * {cg}) * {k.h * k.w_in};")
-    if k.scratch:
-        lines += [INDENT * 2 + x for x in _im2col_lines(k, "xg", cg)]
-        col = k.scratch
-    else:
-        col = "xg"
-    # GEMM over tiles of whole output rows (single-threaded BLAS per tile, one OpenMP
-    # pool), each tile's epilogue applied right after its GEMM while it is in cache
-    rows = _conv_tile_rows(coutg, k.oh, k.ow, kdim)
-    tiles = 1 if rows is k.oh else -(-k.oh // rows)
     if tiles > 1:
         lines.append(f"{INDENT * 2}#pragma omp parallel for schedule(static)")
     lines += [
         f"{INDENT * 2}for (int64_t tile = 0; tile < {tiles}; tile++) {{",
-        f"{INDENT * 3}const int64_t oy0 = tile * {rows};",
-        f"{INDENT * 3}const int64_t oy1 = oy0 + {rows} < {k.oh} ? oy0 + {rows} : {k.oh};",
-        f"{INDENT * 3}MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, {coutg}, (int)((oy1 - oy0) * {k.ow}), "
+        *(INDENT * 3 + x for x in _conv_tile_lines(k, k.scratch, rows)),
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+    return "\n".join(INDENT + x for x in lines)
+
+
+def _conv_tile_lines(k: kir.Conv, col: str, rows) -> list[str]:
+    """One tile of output rows `tile` of image `n`, group `g`: the GEMM of the group's
+    weights and `col` (its im2col matrix, or its input read in place), then the epilogue."""
+    coutg, ohw, kdim = k.cout // k.group, k.oh * k.ow, (k.c // k.group) * k.kh * k.kw
+    lines = [
+        f"const int64_t oy0 = tile * {rows};",
+        f"const int64_t oy1 = oy0 + {rows} < {k.oh} ? oy0 + {rows} : {k.oh};",
+        f"MDSL_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, {coutg}, (int)((oy1 - oy0) * {k.ow}), "
         f"{kdim}, 1.0f, {k.w} + g * {coutg * kdim}, {kdim}, {col} + oy0 * {k.ow}, {ohw}, 0.0f, "
         f"{k.out} + (n * {k.cout} + g * {coutg}) * {ohw} + oy0 * {k.ow}, {ohw});",
     ]
-    if k.epilogue is not None:
-        idx = conv_index(k)
-        acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
-        inner = _epilogue_lines(k.epilogue, k.out_shape, idx, acc, DType.float32)
-        lines += [
-            f"{INDENT * 3}for (int64_t co = g * {coutg}; co < (g + 1) * {coutg}; co++) {{",
-            f"{INDENT * 4}for (int64_t oy = oy0; oy < oy1; oy++) {{",
-            f"{INDENT * 5}#pragma omp simd",
-            f"{INDENT * 5}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
-            *(INDENT * 6 + x for x in inner),
-            f"{INDENT * 5}}}",
-            f"{INDENT * 4}}}",
-            f"{INDENT * 3}}}",
-        ]
-    lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
+    if k.epilogue is None:
+        return lines
+    acc = f"{k.out}[((n * {k.cout} + co) * {k.oh} + oy) * {k.ow} + ox]"
+    inner = _epilogue_lines(k.epilogue, k.out_shape, conv_index(k), acc, DType.float32)
+    return [
+        *lines,
+        f"for (int64_t co = g * {coutg}; co < (g + 1) * {coutg}; co++) {{",
+        f"{INDENT}for (int64_t oy = oy0; oy < oy1; oy++) {{",
+        f"{INDENT * 2}#pragma omp simd",
+        f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
+        *(INDENT * 3 + x for x in inner),
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+
+
+def _conv_tasks_body(k: kir.Conv, tiles: int, task_lines: list[str]) -> str:
+    """A convolution that reads its input in place (1x1, stride 1: no im2col scratch) as
+    one parallel loop over every (image, group, row tile): a grouped convolution's groups
+    are independent GEMMs (ShuffleNet's 4 groups of 34 channels on 28 x 28, 1.8 MFLOP
+    each and one tile apiece, ran one after the other on one thread)."""
+    per_group = 2 * (k.cout // k.group) * k.oh * k.ow * (k.c // k.group) * k.kh * k.kw
+    tasks, work = k.n * k.group * tiles, k.n * k.group * per_group
+    pragma = "#pragma omp parallel for schedule(dynamic, 1)"
+    if isinstance(tasks, Dim):
+        pragma += f" if({render_dim(tasks)} > 1 && {render_dim(work)} >= {SMALL_GEMM_FLOPS})"
+    elif tasks == 1 or work < SMALL_GEMM_FLOPS:
+        pragma = "/* small: one thread */"
+    lines = [
+        pragma,
+        f"for (int64_t task = 0; task < {render_dim(tasks)}; task++) {{",
+        f"{INDENT}const int64_t n = task / {k.group * tiles}, g = task / {tiles} % {k.group}, "
+        f"tile = task % {tiles};",
+        *(INDENT + x for x in task_lines),
+        "}",
+    ]
     return "\n".join(INDENT + x for x in lines)
 
 

@@ -211,7 +211,7 @@ def _peak_live_bytes(buffers: list[Buffer]) -> int:
 MAX_TEMPLATE_PAIRS = 1 << 22  # buffers live at once, pairwise, that `apply` checks
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # arrays inside: compared by identity
 class LayoutTemplate:
     """A placement of buffers (`layout_template`) to place them again at other sizes.
 

@@ -41,8 +41,9 @@ not hashed again (BERT-base: 18-45 ms of each warm compile, the hash reading 440
 Any write, copy or restore changes the identity, and the file is then hashed as
 before. What the identity cannot see is a disk returning other bytes than it was given
 without any write (the file system's own checks are what catch that, as for every
-other file a process reads); on a file system that keeps whole-second times no identity
-is recorded and the file is hashed on every load. The key hashes
+other file a process reads). On a file system that keeps whole-second times, or whose
+clock is not this machine's, no identity is recorded and the file is hashed on every
+load. The key hashes
 arrays with a cryptographic digest instead: there a collision would serve one graph's
 executable for another, and the graphs come from anyone. It is BLAKE3 (`blake3`), 4.2
 GB/s on one core here against SHA-256's 1.8 GB/s: an imported BERT-base's 440 MB of
@@ -533,9 +534,13 @@ def _identity(stat: os.stat_result) -> list[int]:
 
 
 def _recordable_identity(stat: os.stat_result) -> list[int] | None:
-    """`_identity`, or None on a file system that keeps times in whole seconds (a
-    write within the same second would not change them: the file is hashed instead)."""
+    """`_identity` of a file just written, or None (the file is then hashed on every
+    load) on a file system that keeps times in whole seconds, where a write within the
+    same second would not change them, or whose clock is not this machine's (a time
+    more than a second away from now: `_wait_past` could not wait for that clock)."""
     if stat.st_ctime_ns % 1_000_000_000 == 0:
+        return None
+    if abs(stat.st_ctime_ns - time.time_ns()) > 1_000_000_000:
         return None
     return _identity(stat)
 

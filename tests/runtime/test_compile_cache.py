@@ -316,6 +316,23 @@ def test_a_copied_arrays_file_is_hashed_and_used_when_equal(work, array_hashes):
     assert work["plan"] == 0 and len(array_hashes) == 1
 
 
+def test_no_identity_is_recorded_where_file_times_cannot_be_trusted():
+    """Whole-second times, or a file system clock a second or more away from this
+    machine's (waiting for it could hang a store): such files are hashed on each load."""
+    import time
+    from types import SimpleNamespace
+
+    now = time.time_ns()
+
+    def stat(ctime_ns):
+        return SimpleNamespace(st_dev=1, st_ino=2, st_size=3, st_mtime_ns=4, st_ctime_ns=ctime_ns)
+
+    assert compile_cache._recordable_identity(stat(now - 1234)) == [1, 2, 3, 4, now - 1234]
+    assert compile_cache._recordable_identity(stat(now // 10**9 * 10**9)) is None
+    assert compile_cache._recordable_identity(stat(now + 3600 * 10**9 + 7)) is None
+    assert compile_cache._recordable_identity(stat(now - 3600 * 10**9 + 7)) is None
+
+
 def test_an_entry_is_published_once_the_clock_is_past_its_arrays_file(work):
     """Else a write in the same step of the file times' clock would keep its identity."""
     g = graph("published")

@@ -3,6 +3,8 @@
 `measure(fn)` warms `fn` up, then takes repeated samples and returns the median time of
 one call; fast functions are called several times per sample so a sample is never
 shorter than about a millisecond (timer resolution and loop overhead stay negligible).
+`side_by_side(contenders)` times several functions taking turns, so that a slow phase of
+a shared machine lands on all of them alike.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import resource
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -56,6 +59,64 @@ def measure(
             fn()
         times.append((time.perf_counter() - start) / number)
     return Timing(statistics.median(times), min(times), samples, number)
+
+
+@dataclass
+class Contender:
+    call: Callable[[], object]
+    # before each of its blocks of calls: what another contender's calls may have changed
+    # (OpenMP's thread count is the calling thread's, and every runtime sets it)
+    prepare: Callable[[], None] = lambda: None
+
+
+BLOCK_S = 0.01  # a contender's block of calls in one round, at least one call
+
+
+def side_by_side(
+    contenders: dict[str, Contender], *, budget_s: float = 0.25, settle_s: float = 0.0
+) -> dict[str, Timing]:
+    """Each contender's median seconds per call, the contenders taking turns: in every
+    round each runs a block of about BLOCK_S of calls, the round's order rotating. Before
+    a block: `settle_s` of sleep (at 2+ threads the last contender's pool still spins and
+    takes a core: ORT's worker spins about 50 ms of CPU time after a run) and then an
+    untimed call (waking the contender's own pool). The rounds take about `budget_s` per
+    contender, at least 3-7 of them (fewer for slow calls)."""
+    once = {}
+    for name, c in contenders.items():
+        c.prepare()
+        _warm(c.call)
+        once[name] = max(_timed(c.call), 1e-9)
+    number = {name: max(1, int(BLOCK_S / t)) for name, t in once.items()}
+    wake = 1 if settle_s else 0
+    per_round = sum((number[n] + wake) * once[n] + settle_s for n in contenders)
+    slowest = max(once.values())
+    least = 3 if slowest > 1.0 else 5 if slowest > 0.1 else 7
+    rounds = min(max(int(budget_s * len(contenders) / per_round), least), 400)
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            c = contenders[name]
+            time.sleep(settle_s)
+            c.prepare()
+            for _ in range(wake):
+                c.call()
+            start = time.perf_counter()
+            for _ in range(number[name]):
+                c.call()
+            samples[name].append((time.perf_counter() - start) / number[name])
+    return {
+        name: Timing(statistics.median(ts), min(ts), len(ts), number[name])
+        for name, ts in samples.items()
+    }
+
+
+def _warm(fn, calls: int = 3) -> None:
+    """A few calls first (an mdsl-c executable's first four at 2 threads try each team
+    size in turn), fewer for slow functions."""
+    once = _timed(fn)
+    for _ in range(calls - 1 if once < 0.2 else 0):
+        fn()
 
 
 def _timed(fn) -> float:

@@ -1,8 +1,9 @@
 """mdsl benchmarks (`make bench`): mdsl-c and mdsl-numba against numpy, PyTorch eager,
 ONNX Runtime and hand-written fused C loops, plus a STREAM triad; writes RESULTS.md.
 
-Every workload runs in its own process, all contenders side by side at 1 and 2 threads;
-each figure is the median over repeated calls after warmup. The parent process probes
+Every workload runs in its own process, all contenders side by side at 1 and 2 threads,
+taking turns in rounds of blocks of calls (`harness.side_by_side`); each figure is the
+median of a contender's blocks after warmup. The parent process probes
 which OpenBLAS kernel runs with the environment as given and without
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE; when every OpenBLAS it loads is a current build, the
 benchmark processes run without those two variables (the parent's environment is left

@@ -16,7 +16,7 @@ import numpy as np
 
 NUMBA_MISSING = "numba is not installed"
 WORKLOAD_BUDGET_S = 200  # past this, a workload's remaining contenders are skipped
-SETTLE_S = 0.2  # lets the spinning worker threads of the previous contender go to sleep
+SETTLE_S = 0.2  # at 2+ threads: the spinning worker threads of the last contender sleep
 
 
 class Skip(Exception):
@@ -68,14 +68,24 @@ def run_workload(key: str, threads: list[int], build_dir: Path) -> dict:
             torch.set_num_threads(t)
             if reference is None:
                 reference = np.asarray(wl.torch(_torch_feeds(wl.feeds)))
+            entries, ready = {}, {}
             for impl in impls:
                 if time.perf_counter() > deadline:
-                    entry = {"skipped": f"over the {WORKLOAD_BUDGET_S} s budget of a workload"}
-                else:
-                    time.sleep(SETTLE_S)
-                    entry = _measure_impl(impl, t, reference, wl.tol, out["compile_s"])
-                out["results"].setdefault(impl.name, {})[str(t)] = entry
-                _print_entry(key, t, impl.name, entry)
+                    entries[impl.name] = {
+                        "skipped": f"over the {WORKLOAD_BUDGET_S} s budget of a workload"
+                    }
+                    continue
+                entries[impl.name], contender = _set_up(
+                    impl, t, reference, wl.tol, out["compile_s"]
+                )
+                if contender is not None:
+                    ready[impl.name] = contender
+            settle = SETTLE_S if t > 1 else 0.0
+            for name, timing in harness.side_by_side(ready, settle_s=settle).items():
+                entries[name].update(timing.to_json())
+            for impl in impls:
+                out["results"].setdefault(impl.name, {})[str(t)] = entries[impl.name]
+                _print_entry(key, t, impl.name, entries[impl.name])
     out["kernels"] = _profile_mdsl_c(impls, threads[0], wl.feeds)
     return out
 
@@ -107,24 +117,27 @@ def _numpy_blas_limit(threads: int):
     return controller.select(filepath=numpy_libs).limit(limits=threads)
 
 
-def _measure_impl(impl: Impl, threads: int, reference, tol: float, compile_s: dict) -> dict:
+def _set_up(impl: Impl, threads: int, reference, tol: float, compile_s: dict):
+    """(entry, contender): its result checked against the reference, and what
+    `harness.side_by_side` times (None: it could not run)."""
     try:
         start = time.perf_counter()
-        fn = impl.setup(threads)
+        contender = impl.setup(threads)
+        if not isinstance(contender, harness.Contender):
+            contender = harness.Contender(contender)
         compile_s.setdefault(impl.name, time.perf_counter() - start)
-        result = fn()
+        result = contender.call()
     except Skip as e:
-        return {"skipped": str(e)}
+        return {"skipped": str(e)}, None
     except Exception as e:  # a contender failing is a result, not a crash of the benchmark
-        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}, None
     entry = {}
     if impl.checks:
         got = np.asarray(result, dtype=np.float32).reshape(reference.shape)
         err = float(np.max(np.abs(got - reference)))
         entry["max_abs_err"] = err
         entry["ok"] = bool(err <= tol * max(1.0, float(np.max(np.abs(reference)))))
-    entry.update(harness.measure(fn).to_json())
-    return entry
+    return entry, contender
 
 
 def _print_entry(key: str, t: int, name: str, entry: dict) -> None:
@@ -181,7 +194,7 @@ def _hand_setup(wl, lib, make):
             fn()
             return out
 
-        return call
+        return harness.Contender(call, lambda: lib.hc_set_threads(threads))
 
     return setup
 
@@ -202,7 +215,7 @@ def _mdsl_setup(wl, backend: str):
         feeds = wl.feeds
         exe.run(feeds)  # compiles the variant of graphs with symbolic dims
         _set_threads(exe, threads)
-        return lambda: exe.run(feeds)["y"]
+        return harness.Contender(lambda: exe.run(feeds)["y"], lambda: _set_threads(exe, threads))
 
     return setup
 

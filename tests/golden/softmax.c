@@ -72,13 +72,12 @@ static inline float mdsl_erf_f32(float a) {
     p = p * x2 + -7.34990630326855e-04f;
     p = p * x2 + -2.95459980854025e-03f;
     p = p * x2 + -1.60960333262415e-02f;
-    p = p * x;
     float q = -1.45660718464996e-05f;
     q = q * x2 + -2.13374055278905e-04f;
     q = q * x2 + -1.68282697438203e-03f;
     q = q * x2 + -7.37332916720468e-03f;
     q = q * x2 + -1.42647390514189e-02f;
-    return a != a ? a : p / q;
+    return a != a ? a : x * (p / q);  /* (p x) / q went subnormal below |x| ~ 1e-37 */
 }
 /* The exact GELU, 0.5 x (1 + erf(x / sqrt2)), in float32: ONNX Gelu's expression form
    renders as one call (mdsl.targets.c.expr). It is mdsl_erf_f32's rational with x / sqrt2
@@ -229,6 +228,8 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      wins only if every one of them beats the choice (the whole team by MDSL_TEAM_MARGIN:
      under load its times have a long tail that one lucky call hides); the first call that
      does not beat it ends the probe, so a clearly losing probe costs one call;
+   - a whole team that a load has slowed until a probe of one thread won is probed again
+     after MDSL_TEAM_PROBE_SOON calls (a neighbour's burst of a few calls is over by then);
    - a lost probe is tried again soon (MDSL_TEAM_PROBE_MIN calls: a load that was passing,
      such as another runtime's pool spinning after its own calls, is gone by then); the
      gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
@@ -265,6 +266,7 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #include <unistd.h>
 #endif
 #define MDSL_TEAM_PROBE_MIN 8
+#define MDSL_TEAM_PROBE_SOON 2
 #define MDSL_TEAM_PROBE_MAX 256
 #define MDSL_TEAM_PROBE_CALLS 3
 #define MDSL_TEAM_WINDOW 5
@@ -392,7 +394,7 @@ static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, doub
         for (int i = 0; i < p->probe_calls; ++i) mdsl_team_remember(p, p->probe_times[i]);
         p->other = mine;
         p->losses = 0;
-        p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
+        p->next_probe = p->calls + (p->choice == 0 ? MDSL_TEAM_PROBE_SOON : MDSL_TEAM_PROBE_MIN);
         p->trial_ends = p->calls + MDSL_TEAM_PROBE_MAX;
     } else {  /* the other's best call: a spike that ended the probe must not hide it */
         p->other = p->probe_times[0];

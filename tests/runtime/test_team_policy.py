@@ -334,3 +334,20 @@ def test_only_a_library_of_run_time_sizes_is_built_as_one(rows):
         g.output(ops.relu(g.input("x", (rows, 8))) * 2.0, "y")
     source = render_c(build_plan(mdsl.optimize(g), c_bindings=True, symbolic=rows == "N"))
     assert ("#define MDSL_TEAM_SIZES_VARY 1" in source) == (rows == "N")
+
+
+def test_a_team_left_during_a_burst_is_tried_again_a_few_calls_later(policy):
+    """A neighbour's burst of 6 calls makes the chosen team as slow as one thread (a
+    shared machine's other jobs did so to the ResNet b8 block: 34-36 ms on either size
+    where the team alone takes 19): the choice moves to one thread, and once the burst
+    has passed the team is probed after MDSL_TEAM_PROBE_SOON calls, not the minimum gap
+    of a lost probe (8 calls on one thread at twice the team's time, each burst)."""
+    one, whole = steady(1000, 2e-3, 1e-3)
+    whole[500:506] = 2.2e-3
+    picked, _ = policy(one, whole)
+    assert picked[400:500].all()
+    left = 500 + int(np.flatnonzero(picked[500:] == 0)[0])
+    back = left + int(np.flatnonzero(picked[left:] == 1)[0])
+    assert back >= 506 and not policy.chosen[back - 1]  # one thread chosen in the burst
+    assert back - left <= 3 + 2 + 1  # the probe's calls, then soon after
+    assert picked[back : back + 3].all() and picked[back + 3 : 600].mean() > 0.95

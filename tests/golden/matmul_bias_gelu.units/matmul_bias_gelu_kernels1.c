@@ -78,13 +78,12 @@ static inline float mdsl_erf_f32(float a) {
     p = p * x2 + -7.34990630326855e-04f;
     p = p * x2 + -2.95459980854025e-03f;
     p = p * x2 + -1.60960333262415e-02f;
-    p = p * x;
     float q = -1.45660718464996e-05f;
     q = q * x2 + -2.13374055278905e-04f;
     q = q * x2 + -1.68282697438203e-03f;
     q = q * x2 + -7.37332916720468e-03f;
     q = q * x2 + -1.42647390514189e-02f;
-    return a != a ? a : p / q;
+    return a != a ? a : x * (p / q);  /* (p x) / q went subnormal below |x| ~ 1e-37 */
 }
 /* The exact GELU, 0.5 x (1 + erf(x / sqrt2)), in float32: ONNX Gelu's expression form
    renders as one call (mdsl.targets.c.expr). It is mdsl_erf_f32's rational with x / sqrt2

@@ -133,12 +133,13 @@ class Plan:
 
     def __getattr__(self, name: str):
         """Reached only for an unset slot: the kernels of a plan that deferred them."""
-        loader = object.__getattribute__(self, "kernel_loader") if name == "kernels" else None
-        if loader is None:
+        if name != "kernels":
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        kernels = loader()
-        self.kernels, self.kernel_loader = kernels, None
-        return kernels
+        loader = object.__getattribute__(self, "kernel_loader")
+        if loader is not None:  # threads reading at once may each load them: equal lists
+            self.kernels = loader()
+            self.kernel_loader = None
+        return object.__getattribute__(self, "kernels")  # set here or by another reader
 
     def defer_kernels(self, loader: Callable[[], list]) -> None:
         """Drop the kernels until they are read, then take them from `loader()`: a plan

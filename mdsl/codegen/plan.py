@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,6 +126,27 @@ class Plan:
     inplace: dict[str, str] = field(default_factory=dict)
     # a symbolic plan's placement planned at compile time, reused per signature
     layout_template: LayoutTemplate | None = None
+    # what gives `kernels` back when first read (`defer_kernels`), else None
+    kernel_loader: Callable[[], list] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def __getattr__(self, name: str):
+        """Reached only for an unset slot: the kernels of a plan that deferred them."""
+        if name != "kernels":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        loader = object.__getattribute__(self, "kernel_loader")
+        if loader is not None:  # threads reading at once may each load them: equal lists
+            self.kernels = loader()
+            self.kernel_loader = None
+        return object.__getattribute__(self, "kernels")  # set here or by another reader
+
+    def defer_kernels(self, loader: Callable[[], list]) -> None:
+        """Drop the kernels until they are read, then take them from `loader()`: a plan
+        loaded from the compile cache runs without them (unpickling BERT-base's 1,222
+        kernels, ~11,000 records, is half of loading its plan)."""
+        del self.kernels
+        self.kernel_loader = loader
 
     def buffer(self, name: str) -> BufferSpec:
         return self.buffers[name]

@@ -10,8 +10,10 @@ flags, the machine (CPU model and flags, core count), whether oneDNN is used (in
 not turned off by `onednn.disabled()`) and the `MDSL_*` / oneDNN
 variables. An entry (`compiled/<key>/` in the cache folder) holds the Executable's
 parts: the optimized graph and each variant's Plan (memory plan, kernel table, sources)
-pickled, the plan's arrays (packed and reordered weights) in one file the loaded plan
-maps read-only, and each variant's library.
+pickled, each plan's kernels in a pickle of their own inside it (a run needs none of
+them: the loaded plan unpickles them when they are first read, `Plan.defer_kernels`),
+the plan's arrays (packed and reordered weights) in one file the loaded plan maps
+read-only, and each variant's library.
 
 Why not the saved-executable format (`mdsl.runtime.saved`): a saved executable holds
 no plan (loading one plans again, which is what this cache skips) and inlines the
@@ -90,8 +92,9 @@ from mdsl.log import get_logger, timed
 from mdsl.runtime.saved import signature_line
 
 FORMAT = "mdsl-compile-cache"
-VERSION = 4  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3;
-# 4: plans hold their layout template, the arrays file's identity is recorded
+VERSION = 5  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3;
+# 4: plans hold their layout template, the arrays file's identity is recorded;
+# 5: each plan's kernels pickled apart (unpickled when first read), oneDNN use recorded
 FOLDER = "compiled"
 MANIFEST, SIGNATURE, STATE, ARRAYS = "manifest.json", "manifest.sig", "state.pickle", "arrays.bin"
 CHUNK = 32 << 20  # bytes of a key's array per digest (hashed in parallel)
@@ -342,7 +345,7 @@ def store(key: str, exe) -> None:
             "debug_outputs": exe.debug_outputs,
             "specialize": exe.specialize,
             "variants": [
-                (signature, _without_unread_constants(v.plan), v.sources, v.toolchain, i)
+                (signature, *_deferred_kernels(v.plan), v.sources, v.toolchain, v.onednn, i)
                 for i, (signature, v) in enumerate(variants.items())
             ],
         }
@@ -416,6 +419,15 @@ def _write_files(key: str, pickled: bytes, buffers: list, libraries: list[Path])
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     _evict(root, keep=key)
+
+
+def _deferred_kernels(plan) -> tuple:
+    """`plan` as stored (`_without_unread_constants`, no kernels) and its kernels
+    pickled apart: a loaded plan unpickles them when first read (`Plan.defer_kernels`)."""
+    stored = dataclasses.replace(_without_unread_constants(plan), kernels=[])
+    out = io.BytesIO()
+    _Pickler(out, protocol=5).dump(plan.kernels)
+    return stored, out.getvalue()
 
 
 def _without_unread_constants(plan):
@@ -651,10 +663,12 @@ def _load(entry: Path, key: str, backend, threads):
         libraries.append(path)
     buffers = _verified_arrays(entry / ARRAYS, manifest["arrays"])
     state = pickle.loads(state_bytes, buffers=buffers)
-    variants = {
-        signature: CVariant(plan, sources, libraries[library], threads, toolchain=toolchain)
-        for signature, plan, sources, toolchain, library in state["variants"]
-    }
+    variants = {}
+    for signature, plan, kernels, sources, toolchain, onednn, library in state["variants"]:
+        plan.defer_kernels(functools.partial(pickle.loads, kernels))
+        variants[signature] = CVariant(
+            plan, sources, libraries[library], threads, toolchain=toolchain, onednn=onednn
+        )
     return Executable(
         state["graph"],
         backend,

@@ -223,3 +223,30 @@ def test_tensors_in_storage_layouts_get_storage_sized_buffers_and_callbacks():
     assert all(isinstance(k, kir.Callback) for k in plan.kernels)
     x = np.random.default_rng(0).standard_normal((1, 20, 3, 2)).astype(np.float16)
     np.testing.assert_array_equal(mdsl.compile(g, backend="c")(x=x)["y"], x)
+
+
+def test_deferred_kernels_come_back_once_read_by_threads_at_once():
+    """`Plan.defer_kernels` (a plan from the compile cache): the kernels are loaded by
+    the first reads, concurrent ones included, and equal the plan's own."""
+    import time
+
+    from tests.runtime.concurrency import run_concurrently
+
+    with mdsl.Graph("deferred") as g:
+        x = g.input("x", ("N", 8))
+        g.output(ops.relu(x @ mdsl.param("w", (8, 4), seed=1)), "y")
+    plan = build_plan(mdsl.optimize(g), symbolic=True)
+    kernels = plan.kernels
+    loads = []
+
+    def loader():
+        loads.append(1)
+        time.sleep(0.01)  # readers overlap while it loads
+        return list(kernels)
+
+    plan.defer_kernels(loader)
+    read = run_concurrently(lambda _: plan.kernels, 4)
+    assert all(r == kernels for r in read) and 1 <= len(loads) <= 4
+    assert plan.kernel_loader is None and plan.kernels == kernels and plan.all_kernels()
+    with pytest.raises(AttributeError, match="no attribute 'kernel_count'"):
+        _ = plan.kernel_count

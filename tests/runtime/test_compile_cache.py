@@ -344,6 +344,46 @@ def test_an_entry_is_published_once_the_clock_is_past_its_arrays_file(work):
     )
 
 
+def test_a_hit_runs_without_unpickling_its_kernels_and_reads_them_when_asked(work):
+    cold = mdsl.compile(graph("deferred"), backend="c")
+    cold(x=X)
+    g = graph("deferred")
+    exe = mdsl.compile(g, backend="c")
+    check_against_interpreter(exe, g)
+    (variant,) = exe.variants().values()
+    assert variant.plan.kernel_loader is not None  # ran, kernels still pickled
+    assert exe.kernels == cold.kernels and variant.plan.kernel_loader is None
+    assert [type(k) for k in exe.plan.all_kernels()] == [type(k) for k in cold.plan.all_kernels()]
+    profile = exe.profile({"x": X}, runs=2)
+    assert [k.name for k in profile.kernels] == [k.name for k in cold.kernels]
+    assert work["plan"] == 1
+
+
+def test_a_hit_of_a_onednn_convolution_knows_it_links_onednn(work):
+    from mdsl.codegen import onednn
+    from mdsl.targets.c.conv import uses_onednn
+
+    w = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    x = RNG.standard_normal((2, 4, 9, 9)).astype(np.float32)
+
+    def conv_graph():
+        with mdsl.Graph("conv_deferred") as g:
+            h = mdsl.ops.conv2d(g.input("x", ("N", 4, 9, 9)), g.const("w", w), pads=1)
+            g.output(mdsl.ops.relu(h), "y")
+        return g
+
+    mdsl.compile(conv_graph(), backend="c", specialize={"N": [2]})
+    g = conv_graph()
+    exe = mdsl.compile(g, backend="c", specialize={"N": [2]})
+    assert work["plan"] == 1
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
+    (variant,) = exe.variants().values()
+    assert variant.onednn == uses_onednn(variant.plan)
+    assert variant.onednn == (onednn.library_path() is not None)
+
+
 def test_a_custom_op_in_the_process_turns_the_cache_off(work, sandbox, caplog):
     mdsl.register_op_impl("Relu", lambda x: np.maximum(x, 0), backend="python")
     with caplog.at_level(logging.INFO, logger="mdsl"):

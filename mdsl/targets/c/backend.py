@@ -122,9 +122,12 @@ class CVariant:
     threads: int | None
     _local: threading.local = field(default_factory=threading.local)
     toolchain: Toolchain | None = None  # None (a loaded executable): the default one
+    onednn: bool | None = None  # whether the library links oneDNN (None: read the plan)
 
     def __post_init__(self):
-        if uses_onednn(self.plan):  # found by soname, wherever the library was built
+        if self.onednn is None:
+            self.onednn = uses_onednn(self.plan)
+        if self.onednn:  # found by soname, wherever the library was built
             onednn.preload()
         self.lib = _load_library(self.library_path)
         self._lib_id, self._threads_wanted = id(self.lib), int(self.threads or 0)
@@ -156,13 +159,13 @@ class CVariant:
     def linked_libraries(self) -> list[str]:
         """The libraries the library links beyond libc and BLAS: prebuilt custom op
         libraries and oneDNN (a saved executable checks them where it is loaded)."""
-        onednn_path = onednn.library_path() if uses_onednn(self.plan) else None
+        onednn_path = onednn.library_path() if self.onednn else None
         return libraries(self.plan) + ([str(onednn_path)] if onednn_path else [])
 
     def system_libraries(self) -> list[str]:
         """The sonames of `linked_libraries` that a loading machine finds in its own
         environment (`CTarget.system_library`), not at the saving machine's path."""
-        return [onednn.SONAME] if uses_onednn(self.plan) else []
+        return [onednn.SONAME] if self.onednn else []
 
     def kernel_infos(self) -> list[KernelInfo]:
         return [

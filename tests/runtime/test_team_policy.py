@@ -56,12 +56,30 @@ int simulate(int calls, int kernels, const double *one, const double *whole,
     }
     return 0;
 }
+
+/* As the library's calls drive it (mdsl_team_begin / _end, on the policy's own clock):
+   `calls` calls of `one` / `whole` seconds, each after `pause` seconds of the caller's. */
+int paced(int calls, double one, double whole, double pause, int *picked) {
+    mdsl_team_policy p;
+    memset(&p, 0, sizeof p);
+    double wall = 100.0;
+    for (int i = 0; i < calls; ++i) {
+        wall += pause;
+        const int team = mdsl_team_pick(&p, mdsl_team_now(&p));
+        const double seconds = team ? whole : one;
+        wall += seconds;
+        mdsl_team_spent(&p, team, seconds);
+        picked[i] = team;
+    }
+    return (int)wall;
+}
 """
 
 _FFI = cffi.FFI()
 _FFI.cdef(
     "int simulate(int calls, int kernels, const double *one, const double *whole,"
     " const int *crowded, int *picked, double *took, int *chosen);"
+    "int paced(int calls, double one, double whole, double pause, int *picked);"
 )
 
 
@@ -83,6 +101,11 @@ def _simulator(defines: str):
     source = head + team + DRIVER
     lib = _FFI.dlopen(str(build_library(source, default_toolchain(), "team_sim")))
 
+    def paced(calls, one, whole, pause):
+        picked = np.zeros(calls, dtype=np.int32)
+        lib.paced(calls, one, whole, pause, _FFI.from_buffer("int[]", picked))
+        return picked
+
     def run(one, whole, crowded=None, kernels=1):
         """Sizes picked (1: whole team) and each call's seconds, for per-call times of
         calls of `kernels` equal kernels."""
@@ -103,6 +126,7 @@ def _simulator(defines: str):
         run.chosen = chosen
         return picked, took
 
+    run.paced = paced
     return run
 
 
@@ -351,3 +375,13 @@ def test_a_team_left_during_a_burst_is_tried_again_a_few_calls_later(policy):
     assert back >= 506 and not policy.chosen[back - 1]  # one thread chosen in the burst
     assert back - left <= 3 + 2 + 1  # the probe's calls, then soon after
     assert picked[back : back + 3].all() and picked[back + 3 : 600].mean() > 0.95
+
+
+def test_a_caller_pausing_between_calls_pays_the_probe_share_of_its_calls_only(policy):
+    """A ResNet block's calls (19 ms on the team, 35 ms on one thread) 60 ms apart: one
+    thread is probed as often as for calls back to back (on the wall clock: once a second,
+    4.5% of the calls' time)."""
+    paused = policy.paced(2000, 35e-3, 19e-3, 60e-3)
+    assert paused.tolist() == policy.paced(2000, 35e-3, 19e-3, 0.0).tolist()
+    probes = np.flatnonzero(paused[4:] == 0)
+    assert len(probes) * (35e-3 - 19e-3) <= 0.02 * 2000 * 19e-3 + 3 * 16e-3

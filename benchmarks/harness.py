@@ -36,16 +36,10 @@ class Timing:
 def measure(
     fn, *, budget_s: float = 0.25, min_samples: int = 7, max_samples: int = 400, warmup: int = 3
 ) -> Timing:
-    """Median seconds per call of `fn()` after warmup, within about `budget_s` (slow
-    functions get fewer samples, at least 3). Calls under 0.2 s get `warmup` calls
-    before the samples: an mdsl-c executable's first four calls at 2 threads try each
-    team size in turn, and with 5 samples of a 0.15 s call two of them had been its
-    one-thread tries."""
-    once = _timed(fn)
-    if once < 0.2:
-        for _ in range(warmup - 1):
-            fn()
-        once = max(_timed(fn), 1e-9)
+    """Median seconds per call of `fn()` after warmup (`_warm`), within about `budget_s`
+    (slow functions get fewer samples, at least 3)."""
+    _warm(fn, warmup)
+    once = max(_timed(fn), 1e-9)
     if once > 1.0:
         min_samples = 3
     elif once > 0.1:
@@ -112,8 +106,9 @@ def side_by_side(
 
 
 def _warm(fn, calls: int = 3) -> None:
-    """A few calls first (an mdsl-c executable's first four at 2 threads try each team
-    size in turn), fewer for slow functions."""
+    """A few calls first, one for a function slower than 0.2 s: an mdsl-c executable's
+    first four calls at 2 threads try each team size in turn (with 5 samples of a 0.15 s
+    call, two of them had been its one-thread tries)."""
     once = _timed(fn)
     for _ in range(calls - 1 if once < 0.2 else 0):
         fn()

@@ -8,8 +8,8 @@ Concat's output, and the copy is dropped (oneDNN's in-place concat; XLA's and TV
 buffer assignment). That is the case when the dims before the Concat's axis multiply to
 1: a batch-1 channel Concat in NCHW, or in nChw16c when every input's channels fill
 whole blocks; in channels last, or at batch 2, each input is spread over the output and
-is copied. DenseNet's Concats, each of the previous one and a new feature, then
-write nothing: every one of a dense block lies at the start of the next.
+is copied. In a chain of Concats, each of the previous one and a new feature
+(DenseNet's), every one lies at the start of the next.
 
 A copy is dropped when (`drop_concat_copies`):
 - its input is an arena buffer (a graph input, constant or output lives elsewhere) of

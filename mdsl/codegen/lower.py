@@ -49,9 +49,6 @@ class Context:
         # Conv nodes that keep mdsl's kernels although oneDNN could compute them (the C
         # target's layout step found no neighbour to keep a layout with, `codegen.blocked`)
         self.hand_written: frozenset[str] = frozenset()
-        # Conv nodes asking oneDNN for nChw16c, so that Concats need no copies
-        # (`mdsl.codegen.concat_layouts`)
-        self.blocked_convs: frozenset[str] = frozenset()
         self._ids = itertools.count()
 
     @property

@@ -197,8 +197,7 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
         k.post_ops, k.residual, k.bias = fused
         k.epilogue = None
         k.post_ops, k.silu = silu_last(k.post_ops)
-    blocked = "aBcd16b" if k.nodes[0].name in ctx.blocked_convs else ""
-    k.onednn_act_tag = activation_tag(k) or blocked
+    k.onednn_act_tag = activation_tag(k)
     probe = onednn.probe_conv(onednn_geometry(k))
     if k.onednn_act_tag and (probe is None or not probe.impl.startswith(onednn.FAST_IMPLS)):
         k.onednn_act_tag = ""  # not in that layout: oneDNN's choice

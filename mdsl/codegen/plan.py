@@ -41,7 +41,6 @@ import numpy as np
 from mdsl.codegen import kir
 from mdsl.codegen.blocked import keep_blocked
 from mdsl.codegen.concat_in_place import View, drop_concat_copies, roots
-from mdsl.codegen.concat_layouts import blocked_convolutions
 from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
@@ -333,13 +332,11 @@ def build_plan(
     else:
         _check_static(g)
     hand_written: frozenset[str] = frozenset()
-    blocked_convs = blocked_convolutions(g) if c_bindings else frozenset()
     for _ in range(4):  # convolutions oneDNN gains nothing on are planned again without it
         plan = Plan(g)
         builder = _PlanBuilder(plan, c_bindings, control_flow)
         builder.ctx.indexed = indexed
         builder.ctx.hand_written = hand_written
-        builder.ctx.blocked_convs = blocked_convs
         builder.assign_io_buffers()
         plan.kernels.extend(builder.lower_graph(g))
         builder.copy_aliased_outputs()

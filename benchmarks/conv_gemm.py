@@ -248,19 +248,22 @@ def _interleaved(fns: dict, rounds: int, budget_s: float) -> dict[str, list[floa
 
 def _blocks(fns: dict, budget_s: float, blocks: int = 6) -> dict[str, list[float]]:
     """Per-block median call time of every fn, the fns taking turns in blocks of calls
-    (the first two calls of a block untimed). For more than one thread: ORT's pool keeps
-    spinning for a while after a run (about 50 ms of its worker's CPU time at 2 threads)
-    and took a core from every mdsl call that followed, a state a user running one runtime
-    never sees; in blocks, each after `COOLDOWN_S` of sleep so the last block's pool has
-    gone to sleep, each runtime runs as it would alone, and alternating blocks still share
-    the machine's load."""
+    (the first two calls of a block untimed), the order rotating from one round of blocks
+    to the next. For more than one thread: ORT's pool keeps spinning for a while after a
+    run (about 50 ms of its worker's CPU time at 2 threads) and took a core from every
+    mdsl call that followed, a state a user running one runtime never sees; in blocks,
+    each after `COOLDOWN_S` of sleep so the last block's pool has gone to sleep, each
+    runtime runs as it would alone, and alternating blocks still share the machine's load.
+    The rotation keeps one contender from always following the same other."""
     for fn in fns.values():
         fn()
     once = max(min(_time(fn, 1) for _ in range(3)) for fn in fns.values())
     calls = max(5, int(budget_s / (blocks * len(fns) * once)))
     times = {k: [] for k in fns}
-    for _ in range(blocks):
-        for key, fn in fns.items():
+    keys = list(fns)
+    for b in range(blocks):
+        for key in keys[b % len(keys) :] + keys[: b % len(keys)]:
+            fn = fns[key]
             time.sleep(COOLDOWN_S)
             fn(), fn()
             times[key].append(statistics.median(_time(fn, 1) for _ in range(calls)))

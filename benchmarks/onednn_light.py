@@ -3,7 +3,8 @@ Runtime, side by side in one process. At 1 thread calls are interleaved in round
 (thread CPU time with `--cpu-time`, which on a shared machine counts what a call costs);
 at more threads (`--threads 2`, wall time) the contenders take turns in blocks of calls
 (`conv_gemm._blocks`: each runtime's idle threads spin after a call and would slow the
-next contender's calls), the figure per block being its median call.
+next contender's calls; `--blocks` of them per contender, the order rotating), the
+figure per block being its median call.
 
     python benchmarks/onednn_light.py --only resnet50,shufflenet --rounds 7 --cpu-time
     python benchmarks/onednn_light.py --only resnet50 --threads 2 --budget 20
@@ -64,6 +65,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--budget", type=float, default=20.0, help="seconds per model (threads > 1)"
     )
+    parser.add_argument(
+        "--blocks", type=int, default=12, help="blocks of calls per contender (threads > 1)"
+    )
     args = parser.parse_args(argv)
     clock = time.thread_time if args.cpu_time else time.perf_counter
     print(f"{args.threads} thread(s), {'thread CPU' if args.cpu_time else 'wall'} time")
@@ -74,7 +78,7 @@ def main(argv=None) -> int:
         if args.threads > 1:
             from conv_gemm import _blocks
 
-            times = _blocks(fns, args.budget)
+            times = _blocks(fns, args.budget, args.blocks)
         else:
             times = {k: [] for k in fns}
             for _ in range(args.rounds):

@@ -256,10 +256,15 @@ class Conv:
     x_copy: str = ""
     x_copy_layout: str = ""
     dst_in_residual: bool = False
+    # computed as Winograd F(2x2, 3x3) by mdsl instead of oneDNN's kernel, in the same
+    # layouts (`mdsl.codegen.winograd`): its transformed weights
+    winograd: str = ""
 
     @property
     def KIND(self) -> str:
         """What tables and profiles call it: how this convolution is computed."""
+        if self.winograd:
+            return "convolution (Winograd) + epilogue"
         if self.onednn:
             return "convolution (oneDNN) + epilogue"
         if self.packed_w:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mdsl.codegen import kir, onednn
+from mdsl.codegen import kir, onednn, winograd
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import CONST, Node, Tensor
@@ -220,6 +220,8 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
     k.same_layouts = probe.same_layouts
     k.scratch_elems = probe.src_elems + probe.dst_elems
+    if winograd.eligible(k, probe):
+        k.winograd = ctx.derived_constant(winograd.transformed_weights(value), DType.float32)
     return k
 
 

@@ -828,7 +828,7 @@ def kernel_buffers(k) -> tuple[set[str], set[str]]:
         packed = (k.packed_b,) if isinstance(k, kir.Gemm) else (k.packed_w, k.offsets)
         reads |= {b for b in packed if b}
         if isinstance(k, kir.Conv):
-            reads |= {b for b in (k.bias, k.residual) if b}
+            reads |= {b for b in (k.bias, k.residual, k.winograd) if b}
             reads |= {w.buffer for w in k.onednn_weights}
         writes = {k.out.buffer if isinstance(k, kir.Gemm) else k.out}
         if isinstance(k, kir.Conv):

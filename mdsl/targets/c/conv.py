@@ -200,6 +200,16 @@ def _weights_lines(k: kir.Conv) -> list[str]:
     ]
 
 
+def _winograd_lines(k: kir.Conv) -> list[str]:
+    if not k.winograd:
+        return []
+    return [
+        "/* computed as Winograd F(2x2, 3x3) by mdsl_wino_run on the primitive's NHWC tensors",
+        f"   (weights transformed at plan time: {k.winograd}); the primitive runs only when",
+        "   its layouts are not NHWC (a team size the plan did not foresee) */",
+    ]
+
+
 def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
     """The kernel body of `k` computed by oneDNN (`csrc/templates/c/onednn_conv.h.j2`);
     an epilogue oneDNN's post-ops do not express is applied to the NCHW result in place."""
@@ -221,6 +231,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         + (f"; {fused} fused" if fused else "")
         + silu
         + "; weights reordered at plan time */",
+        *_winograd_lines(k),
         *team_state_lines("mdsl_dnnl_conv", "state"),
         f"static const int64_t x_dims[4] = {{{_ints(shape.x)}}}, y_dims[4] = {{{_ints(shape.y)}}};",
         f"static const int64_t w_dims[{len(shape.w)}] = {{{_ints(shape.w)}}};",
@@ -232,10 +243,11 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{len(k.post_ops)}, post,",
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
         f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}, "
-        f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}, {_c_tag(k.onednn_act_tag)}}};",
+        f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}, {_c_tag(k.onednn_act_tag)}, "
+        f"{int(bool(k.winograd))}}};",
         "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
-        f"if (mdsl_dnnl_conv_run(s, {k.x}, w, {k.bias or '0'}, "
+        f"if (mdsl_dnnl_conv_run(s, &spec, {k.x}, w, {k.winograd or '0'}, {k.bias or '0'}, "
         f"{k.residual or '0'}, {k.out}, {k.scratch or '0'}, {k.x_copy or '0'}))",
         f"{INDENT}return 1;",
     ]

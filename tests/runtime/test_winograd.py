@@ -1,0 +1,163 @@
+"""3x3 convolutions the C target computes as Winograd F(2x2, 3x3) (`mdsl.codegen.winograd`,
+`csrc/templates/c/winograd.h.j2`) against PyTorch and the interpreter: odd sizes (tiles
+cut at the image's edge), strips of tiles cut at a row's end, rows of the product kernel
+and output channel vectors left over, batch 2, 1 and 2 threads, and each post-op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mdsl
+from mdsl import ops
+from mdsl.codegen import onednn, winograd
+
+RNG = np.random.default_rng(2020)
+pytestmark = pytest.mark.skipif(
+    onednn.library_path() is None, reason="oneDNN (onednn-cpu-gomp) is not installed"
+)
+WINOGRAD = "computed as Winograd F(2x2, 3x3)"
+
+
+def _rand(*shape, scale=1.0):
+    return (scale * RNG.standard_normal(shape)).astype(np.float32)
+
+
+def _source(exe) -> str:
+    return "\n".join(exe.sources.values())
+
+
+def _conv_graph(x_shape, w, b, post):
+    with mdsl.Graph("wino") as g:
+        x = g.input("x", x_shape)
+        y = ops.conv2d(x, g.const("w", w), g.const("b", b), pads=1)
+        if post == "relu":
+            y = ops.relu(y)
+        elif post == "clip":
+            y = ops.clip(y, 0.0, 6.0)
+        elif post == "residual":  # ReLU, the residual, ReLU: as the DSL's ResNet block
+            y = ops.relu(ops.relu(y) + x)
+        g.output(y, "y")
+    return g
+
+
+def _torch(x, w, b, post):
+    t = F.conv2d(*(torch.from_numpy(a).double() for a in (x, w, b)), padding=1)
+    if post == "relu":
+        t = F.relu(t)
+    elif post == "clip":
+        t = t.clamp(0.0, 6.0)
+    elif post == "residual":
+        t = F.relu(F.relu(t) + torch.from_numpy(x).double())
+    return t.numpy()
+
+
+CASES = [
+    # (batch, cin, cout, height, width, post-op)
+    (1, 32, 32, 7, 9, "relu"),  # odd height and width: tiles cut at both edges
+    (2, 32, 48, 5, 1, "clip"),  # one column; 48 outputs: a row of 3 vectors
+    (2, 48, 48, 6, 13, "residual"),  # the residual summed in the destination
+    (1, 64, 64, 9, 33, "none"),  # 17 tiles a row: a strip of 16 (6 + 6 + 4 rows) and 1
+    (1, 512, 32, 3, 9, "relu"),  # wide input: strips of 3 tiles, a row of 5 cut in two
+    (2, 32, 80, 1, 2, "relu"),  # one row of one tile; 80 outputs: 64 + 16
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "n{}-ci{}-co{}-{}x{}-{}".format(*c))
+def test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case):
+    n, cin, cout, h, w_, post = case
+    x = _rand(n, cin, h, w_)
+    w, b = _rand(cout, cin, 3, 3, scale=(9 * cin) ** -0.5), _rand(cout)
+    if post == "residual":
+        assert cin == cout
+    g = _conv_graph(x.shape, w, b, post)
+    expect = _torch(x, w, b, post)
+    interpreted = mdsl.interpret(g, {"x": x})["y"]
+    for threads in (1, 2):
+        exe = mdsl.compile(g, "c", threads=threads)
+        assert WINOGRAD in _source(exe)
+        for _ in range(2):  # the first call makes the primitive
+            got = exe(x=x)["y"]
+            np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got, interpreted, rtol=1e-5, atol=1e-5)
+
+
+def _basic_block(n, c, size):
+    """The DSL's ResNet basic block (examples/resnet_block.py) with random weights and
+    batch norm statistics: both convolutions Winograd, the input kept in NHWC."""
+    from examples.resnet_block import build
+
+    g = build(batch=n, channels=c, size=size)
+    for node in g.constants:
+        shape = tuple(node.outputs[0].shape)
+        value = _rand(*shape, scale=0.1) if len(shape) == 4 else _rand(*shape, scale=0.1) + 1
+        node.attrs["value"] = np.abs(value) if node.name.endswith("var") else value
+    return g
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_resnet_block_of_winograd_convs_equals_the_interpreter(threads):
+    g = _basic_block(2, 32, 11)
+    x = _rand(2, 32, 11, 11)
+    exe = mdsl.compile(g, "c", threads=threads)
+    assert _source(exe).count(WINOGRAD) == 2
+    expect = mdsl.interpret(g, {"x": x})["y"]
+    for _ in range(3):  # the second convolution sums into the kept input's buffer
+        np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "cin, cout, stride, dilation, size",
+    [
+        (16, 16, 1, 1, 8),
+        (32, 24, 1, 1, 8),
+        (32, 32, 2, 1, 8),
+        (32, 32, 1, 2, 8),
+        (256, 80, 1, 1, 3),
+    ],
+    ids=["16-inputs", "24-outputs", "stride-2", "dilated", "large-weights"],
+)
+def test_convs_outside_the_rule_keep_onednn_and_equal_torch(cin, cout, stride, dilation, size):
+    x, w, b = _rand(1, cin, size, size), _rand(cout, cin, 3, 3, scale=0.1), _rand(cout)
+    with mdsl.Graph("direct") as g:
+        xi = g.input("x", x.shape)
+        y = ops.conv2d(
+            xi,
+            g.const("w", w),
+            g.const("b", b),
+            strides=stride,
+            pads=dilation,
+            dilations=dilation,
+        )
+        g.output(ops.relu(y), "y")
+    exe = mdsl.compile(g, "c", threads=1)
+    assert "mdsl_dnnl_conv_run(" in _source(exe) and WINOGRAD not in _source(exe)
+    expect = F.relu(
+        F.conv2d(
+            *map(torch.from_numpy, (x, w, b)), stride=stride, padding=dilation, dilation=dilation
+        )
+    ).numpy()
+    np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+def test_mdsl_winograd_0_keeps_onednn_for_every_convolution(monkeypatch):
+    x, w, b = _rand(1, 32, 6, 6), _rand(32, 32, 3, 3, scale=0.1), _rand(32)
+    monkeypatch.setenv("MDSL_WINOGRAD", "0")
+    assert not winograd.enabled()
+    exe = mdsl.compile(_conv_graph(x.shape, w, b, "relu"), "c", threads=1)
+    assert "mdsl_dnnl_conv_run(" in _source(exe) and WINOGRAD not in _source(exe)
+    np.testing.assert_allclose(exe(x=x)["y"], _torch(x, w, b, "relu"), rtol=1e-5, atol=1e-5)
+
+
+def test_transformed_weights_give_the_direct_convolution_of_one_tile():
+    """u = G g G^T, with the input transform B^T d B and the output one A^T m A written
+    out here: the kernel's three steps in numpy, for one tile and one channel pair."""
+    g, d = RNG.standard_normal((3, 3)), RNG.standard_normal((4, 4))
+    u = winograd.transformed_weights(g.reshape(1, 1, 3, 3).astype(np.float32)).reshape(4, 4)
+    bt = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]])
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]])
+    got = at @ (u * (bt @ d @ bt.T)) @ at.T
+    direct = [[np.sum(d[i : i + 3, j : j + 3] * g) for j in range(2)] for i in range(2)]
+    np.testing.assert_allclose(got, direct, rtol=1e-6, atol=1e-6)

@@ -40,6 +40,7 @@ import numpy as np
 
 from mdsl.codegen import kir
 from mdsl.codegen.blocked import keep_blocked
+from mdsl.codegen.concat_in_place import View, drop_concat_copies, roots
 from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
@@ -87,7 +88,9 @@ class BufferSpec:
     tensor: str
     dtype: DType
     elements: int | Dim | tuple  # a tuple: the largest of its members (loop state)
-    kind: str  # ... or "pointer": a name the generated code points at other buffers
+    # ... or "pointer": a name the generated code points at other buffers; "view": bytes
+    # of another buffer (`Plan.views`)
+    kind: str
     slot: int = 0
 
     @property
@@ -124,6 +127,9 @@ class Plan:
     failures: list[Failure] = field(default_factory=list)
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
     inplace: dict[str, str] = field(default_factory=dict)
+    # Concat inputs written straight into their Concat's output (`concat_in_place`):
+    # buffer (kind "view") -> where it lies
+    views: dict[str, View] = field(default_factory=dict)
     # a symbolic plan's placement planned at compile time, reused per signature
     layout_template: LayoutTemplate | None = None
     # what gives `kernels` back when first read (`defer_kernels`), else None
@@ -339,13 +345,27 @@ def build_plan(
             break
         hand_written |= frozenset(lonely)
     _name_symbol_slots(plan)
+    if c_bindings:
+        drop_concat_copies(plan, kernel_buffers)
     plan.lifetimes, steps = buffer_lifetimes(plan.kernels)
-    plan.lifetimes = {b: life for b, life in plan.lifetimes.items() if b in plan.buffers}
+    plan.lifetimes = _views_in_roots(plan, plan.lifetimes)
     plan.inplace = _inplace_candidates(plan, steps)
     if not plan.is_symbolic:
         plan.memory = plan.layout({})
     plan.plan_layout_template()
     return plan
+
+
+def _views_in_roots(plan: Plan, lifetimes: dict[str, tuple[int, int]]) -> dict:
+    """`lifetimes` of the plan's buffers, each view's folded into its root's: the root
+    lives from the first write of any of them to the last read."""
+    out = {b: life for b, life in lifetimes.items() if b in plan.buffers}
+    for name, view in plan.views.items():
+        life = out.pop(name, None)
+        if life is not None:
+            start, end = out.get(view.root, life)
+            out[view.root] = (min(start, life[0]), max(end, life[1]))
+    return out
 
 
 TEMPLATE_SIZE = 64  # each feed's symbol, within its range, when a template is planned
@@ -852,6 +872,8 @@ def _inplace_candidates(plan: Plan, steps: list[tuple[int, object]]) -> dict[str
     a oneDNN convolution's result its residual's (`_sums_into_residual`), when this kernel is
     that buffer's last reader."""
     last = {b: life[1] for b, life in plan.lifetimes.items()}
+    for root in roots(plan):  # its views may be read by the kernel that would reuse it
+        last.pop(root, None)
     out = {}
     for step, k in steps:
         if _sums_into_residual(k, plan) and last.get(k.residual) == step:

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from mdsl.codegen import kir
+from mdsl.codegen.concat_in_place import in_place_note
 from mdsl.ir.errors import ExecutionError, MdslError
 from mdsl.ir.graph import CONST, INPUT, OUTPUT, Graph, Node
 from mdsl.ir.html import escape, html_block, html_table
@@ -135,6 +136,7 @@ class Profile:
     symbols: dict[str, int] = field(default_factory=dict)
     timed: str = "kernels"  # or "nodes", for a variant without Kernel IR (python)
     compile_seconds: float = 0.0  # building the variant and its profiling build: not in `wall`
+    notes: tuple[str, ...] = ()  # what the plan did that no kernel row shows
 
     @property
     def runs(self) -> int:
@@ -223,6 +225,7 @@ class Profile:
             f"{_fixed(_rate(self.flops, inside))} GFLOP/s, "
             f"{_fixed(_rate(self.bytes, inside))} GB/s in {unit}",
             f"compile {format_seconds(self.compile_seconds)} before the runs (not in the times above)",
+            *self.notes,
         ]
         if self.busy:
             lines.append(
@@ -674,6 +677,7 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
         for i, u in enumerate(units)
     ]
     timed = "kernels" if variant.plan is not None else "nodes"
+    note = in_place_note(variant.plan) if variant.plan is not None else ""
     return Profile(
         exe.graph.name,
         exe.backend.name,
@@ -683,4 +687,5 @@ def profile_executable(exe, feeds: Mapping[str, np.ndarray], runs: int = 10, war
         symbols,
         timed,
         compile_seconds,
+        (note,) if note else (),
     )

@@ -32,11 +32,11 @@ def _source(exe) -> str:
 def _conv_graph(x_shape, w, b, post):
     with mdsl.Graph("wino") as g:
         x = g.input("x", x_shape)
-        y = ops.conv2d(x, g.const("w", w), g.const("b", b), pads=1)
+        y = ops.conv2d(x, g.const("w", w), None if b is None else g.const("b", b), pads=1)
         if post == "relu":
             y = ops.relu(y)
         elif post == "clip":
-            y = ops.clip(y, 0.0, 6.0)
+            y = ops.clip(y, -0.5, 2.0)
         elif post == "residual":  # ReLU, the residual, ReLU: as the DSL's ResNet block
             y = ops.relu(ops.relu(y) + x)
         g.output(y, "y")
@@ -44,11 +44,12 @@ def _conv_graph(x_shape, w, b, post):
 
 
 def _torch(x, w, b, post):
-    t = F.conv2d(*(torch.from_numpy(a).double() for a in (x, w, b)), padding=1)
+    bias = None if b is None else torch.from_numpy(b).double()
+    t = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), bias, padding=1)
     if post == "relu":
         t = F.relu(t)
     elif post == "clip":
-        t = t.clamp(0.0, 6.0)
+        t = t.clamp(-0.5, 2.0)
     elif post == "residual":
         t = F.relu(F.relu(t) + torch.from_numpy(x).double())
     return t.numpy()
@@ -57,9 +58,9 @@ def _torch(x, w, b, post):
 CASES = [
     # (batch, cin, cout, height, width, post-op)
     (1, 32, 32, 7, 9, "relu"),  # odd height and width: tiles cut at both edges
-    (2, 32, 48, 5, 1, "clip"),  # one column; 48 outputs: a row of 3 vectors
+    (2, 32, 48, 5, 1, "clip"),  # one column; 48 outputs: a row of 3 vectors; clip(-0.5, 2)
     (2, 48, 48, 6, 13, "residual"),  # the residual summed in the destination
-    (1, 64, 64, 9, 33, "none"),  # 17 tiles a row: a strip of 16 (6 + 6 + 4 rows) and 1
+    (1, 64, 64, 9, 33, "none"),  # 15 tiles a strip (6 + 6 + 3 rows), then 2; no bias
     (1, 512, 32, 3, 9, "relu"),  # wide input: strips of 3 tiles, a row of 5 cut in two
     (2, 32, 80, 1, 2, "relu"),  # one row of one tile; 80 outputs: 64 + 16
 ]
@@ -70,6 +71,8 @@ def test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case)
     n, cin, cout, h, w_, post = case
     x = _rand(n, cin, h, w_)
     w, b = _rand(cout, cin, 3, 3, scale=(9 * cin) ** -0.5), _rand(cout)
+    if post == "none":
+        b = None
     if post == "residual":
         assert cin == cout
     g = _conv_graph(x.shape, w, b, post)

@@ -272,8 +272,15 @@ def _buffer_lines(plan: Plan) -> list[str]:
         elif plan.memory is not None and name in plan.memory.offsets:
             source = f"arena + {plan.memory.offsets[name]}"
         else:
-            continue  # planned but never touched, or a pointer the schedule declares
+            continue  # planned but never touched, a view, or a pointer the schedule declares
         lines.append(f"{ctype} *{name} = ({ctype} *)({source});  /* {comment_text(spec.tensor)} */")
+    for name, view in plan.views.items():
+        ctype = C_TYPES[plan.buffers[name].dtype]
+        where = f"its producers write straight into {view.concat}'s output"
+        lines.append(
+            f"{ctype} *{name} = ({ctype} *)((char *){view.root} + {view.offset});  "
+            f"/* {comment_text(plan.buffers[name].tensor)}: {comment_text(where)} */"
+        )
     return lines
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mdsl.codegen import kir
+from mdsl.codegen.access import contiguous_strides
 from mdsl.codegen.memory import ALIGNMENT
 from mdsl.expr import same, var
 
@@ -122,12 +123,8 @@ def _copied_run(k, plan) -> tuple[str, str, int] | None:
 def _dense(shape: tuple[int, ...], strides: tuple) -> bool:
     """Whether `strides` walk `shape` as one contiguous row-major run (dims of size 1
     may have any stride)."""
-    step = 1
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        if size != 1 and stride != step:
-            return False
-        step *= size
-    return True
+    row_major = contiguous_strides(shape)
+    return all(s == r for size, s, r in zip(shape, strides, row_major) if size != 1)
 
 
 def _defined_before_read(kernels: list, buffers) -> Callable[[str], bool]:

@@ -87,6 +87,19 @@ def test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case)
             np.testing.assert_allclose(got, interpreted, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[5]], ids=["co48", "co64", "co80"])
+def test_the_portable_build_without_avx512_equals_torch(case):
+    """`march_native=False` builds for any x86-64, so the kernel takes its 8-float vectors
+    and 6 x 2 register blocks (what AVX2 machines run) even where the machine has AVX-512."""
+    n, cin, cout, h, w_, post = case
+    x = _rand(n, cin, h, w_)
+    w = _rand(cout, cin, 3, 3, scale=(9 * cin) ** -0.5)
+    b = None if post == "none" else _rand(cout)
+    exe = mdsl.compile(_conv_graph(x.shape, w, b, post), "c", threads=2, march_native=False)
+    assert WINOGRAD in _source(exe)
+    np.testing.assert_allclose(exe(x=x)["y"], _torch(x, w, b, post), rtol=1e-5, atol=1e-5)
+
+
 def _basic_block(n, c, size):
     """The DSL's ResNet basic block (examples/resnet_block.py) with random weights and
     batch norm statistics: both convolutions Winograd, the input kept in NHWC."""

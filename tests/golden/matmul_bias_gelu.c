@@ -559,33 +559,43 @@ static void mdsl_team_end(const mdsl_team_call *call) {
 /* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
    B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at
    (p * K + k) * NR + j, zero past N (mdsl.codegen.packing). BLAS would pack B again on
-   every call. A tile of MR rows x NR columns sums in registers: per k, two vector loads
-   of the panel and MR broadcasts of A. A panel is larger than L1 (K x 128 bytes), so
+   every call. A tile of MR rows x two vectors of columns sums in registers: per k, two
+   vector loads of the panel and MR broadcasts of A. A panel is larger than L1 (K x 128 bytes), so
    each tile streams it from L2: prefetching MDSL_PK_AHEAD rows ahead made the tile
    3-15% faster (M=128, K=768 or 3072, one thread). */
 #define MDSL_PK_NR 32
 #define MDSL_PK_AHEAD 8
+/* A tile is MR rows x two vectors of a panel's columns: 12 x 32 in 24 of AVX-512's 32
+   registers; 6 x 16 in 12 of AVX2's 16, taking a panel's two halves in turn (vectors
+   wider than the ISA's are kept on the stack by GCC: 6 x 32 in 64-byte vectors ran at
+   2 GFLOP/s on a Zen 3 core). */
 #if defined(__AVX512F__)
+#define MDSL_PK_VL 16
 #define MDSL_PK_MR 12
 #else
-#define MDSL_PK_MR 3
+#define MDSL_PK_VL 8
+#define MDSL_PK_MR 6
 #endif
-typedef float mdsl_v16 __attribute__((vector_size(64)));
-typedef float mdsl_v16u __attribute__((vector_size(64), aligned(4)));
+#define MDSL_PK_NB (2 * MDSL_PK_VL)  /* columns of a tile */
+typedef float mdsl_pk_vec __attribute__((vector_size(4 * MDSL_PK_VL)));
+typedef float mdsl_pk_vecu __attribute__((vector_size(4 * MDSL_PK_VL), aligned(4)));
 
+/* C[0..rows)[0..cols) for columns [h, h + NB) of a panel (cols <= NB of them in C) */
 static inline __attribute__((always_inline)) void mdsl_pk_tile(
     const int rows, const int64_t K, const float *a, const int64_t lda,
     const float *panel, float *c, const int64_t ldc, const int cols) {
-    mdsl_v16 acc0[MDSL_PK_MR], acc1[MDSL_PK_MR];
+    mdsl_pk_vec acc0[MDSL_PK_MR], acc1[MDSL_PK_MR];
     for (int r = 0; r < rows; r++) {
-        acc0[r] = (mdsl_v16){0};
-        acc1[r] = (mdsl_v16){0};
+        acc0[r] = (mdsl_pk_vec){0};
+        acc1[r] = (mdsl_pk_vec){0};
     }
     for (int64_t k = 0; k < K; k++) {
-        const mdsl_v16 b0 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR);
-        const mdsl_v16 b1 = *(const mdsl_v16u *)(panel + k * MDSL_PK_NR + 16);
+        const mdsl_pk_vec b0 = *(const mdsl_pk_vecu *)(panel + k * MDSL_PK_NR);
+        const mdsl_pk_vec b1 = *(const mdsl_pk_vecu *)(panel + k * MDSL_PK_NR + MDSL_PK_VL);
         __builtin_prefetch(panel + (k + MDSL_PK_AHEAD) * MDSL_PK_NR);
+#if MDSL_PK_NB > 16
         __builtin_prefetch(panel + (k + MDSL_PK_AHEAD) * MDSL_PK_NR + 16);
+#endif
         for (int r = 0; r < rows; r++) {
             const float av = a[r * lda + k];
             acc0[r] += av * b0;
@@ -593,13 +603,13 @@ static inline __attribute__((always_inline)) void mdsl_pk_tile(
         }
     }
     for (int r = 0; r < rows; r++) {
-        if (cols == MDSL_PK_NR) {
-            *(mdsl_v16u *)(c + r * ldc) = acc0[r];
-            *(mdsl_v16u *)(c + r * ldc + 16) = acc1[r];
+        if (cols == MDSL_PK_NB) {
+            *(mdsl_pk_vecu *)(c + r * ldc) = acc0[r];
+            *(mdsl_pk_vecu *)(c + r * ldc + MDSL_PK_VL) = acc1[r];
         } else {
-            float tmp[MDSL_PK_NR];
-            *(mdsl_v16u *)tmp = acc0[r];
-            *(mdsl_v16u *)(tmp + 16) = acc1[r];
+            float tmp[MDSL_PK_NB];
+            *(mdsl_pk_vecu *)tmp = acc0[r];
+            *(mdsl_pk_vecu *)(tmp + MDSL_PK_VL) = acc1[r];
             for (int j = 0; j < cols; j++) c[r * ldc + j] = tmp[j];
         }
     }
@@ -610,10 +620,11 @@ static void mdsl_pk_rows(int rows, int64_t K, const float *a, int64_t lda, const
                          float *c, int64_t ldc, int cols) {
     switch (rows) {
 #define MDSL_PK_CASE(r) case r: mdsl_pk_tile(r, K, a, lda, panel, c, ldc, cols); break;
-    MDSL_PK_CASE(1) MDSL_PK_CASE(2) MDSL_PK_CASE(3)
-#if MDSL_PK_MR > 3
-    MDSL_PK_CASE(4) MDSL_PK_CASE(5) MDSL_PK_CASE(6) MDSL_PK_CASE(7) MDSL_PK_CASE(8)
-    MDSL_PK_CASE(9) MDSL_PK_CASE(10) MDSL_PK_CASE(11) MDSL_PK_CASE(12)
+    MDSL_PK_CASE(1) MDSL_PK_CASE(2) MDSL_PK_CASE(3) MDSL_PK_CASE(4) MDSL_PK_CASE(5)
+    MDSL_PK_CASE(6)
+#if MDSL_PK_MR > 6
+    MDSL_PK_CASE(7) MDSL_PK_CASE(8) MDSL_PK_CASE(9) MDSL_PK_CASE(10) MDSL_PK_CASE(11)
+    MDSL_PK_CASE(12)
 #endif
 #undef MDSL_PK_CASE
     default: break;
@@ -632,9 +643,13 @@ static void mdsl_sgemm_packed(int64_t M, int64_t n0, int64_t N, int64_t K, const
         for (int64_t j = n0; j < n0 + N; j += MDSL_PK_NR) {
             const int cols = (int)(n0 + N - j < MDSL_PK_NR ? n0 + N - j : MDSL_PK_NR);
             const float *panel = packed + (j / MDSL_PK_NR) * K * MDSL_PK_NR;
-            for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
-                const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
-                mdsl_pk_rows(rows, K, a + i * lda, lda, panel, c + i * ldc + j, ldc, cols);
+            for (int h = 0; h < cols; h += MDSL_PK_NB) {  /* one pass with AVX-512 */
+                const int tile_cols = cols - h < MDSL_PK_NB ? cols - h : MDSL_PK_NB;
+                for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
+                    const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
+                    mdsl_pk_rows(rows, K, a + i * lda, lda, panel + h, c + i * ldc + j + h, ldc,
+                                 tile_cols);
+                }
             }
         }
     }

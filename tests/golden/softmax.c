@@ -552,10 +552,11 @@ static void mdsl_team_end(const mdsl_team_call *call) {
     if (call->team < 0) return;
     mdsl_team_spent(&mdsl_team_state, call->team, mdsl_clock() - call->t0);
 }
-/* ---- exp of 16 non-positive floats (AVX-512), for the hand-vectorized row and
-   activation helpers (softmax_rows.h.j2, silu.h.j2) ----
-   exp(r) for r <= 0 as a degree-6 polynomial times 2^k by vscalefps (1.3 ulp; exp(r) for
-   r < -87.3, which would be subnormal, is 0; NaN propagates). */
+/* ---- exp of 16 (AVX-512) or 8 (AVX2) non-positive floats, for the hand-vectorized row
+   and activation helpers (softmax_rows.h.j2, silu.h.j2) ----
+   exp(r) for r <= 0 as a degree-6 polynomial times 2^k, by vscalefps with AVX-512 and
+   by building 2^k's exponent bits with AVX2 (1.3 ulp; exp(r) for r < -87.3, which would
+   be subnormal, is 0; NaN propagates). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline __m512 mdsl_exp_nonpos16(__m512 x) {
@@ -575,13 +576,36 @@ static inline __m512 mdsl_exp_nonpos16(__m512 x) {
     return _mm512_maskz_scalef_ps(normal, p, k);
 }
 #endif
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+static inline __m256 mdsl_exp_nonpos8(__m256 x) {
+    const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365478515625f), _CMP_NLT_UQ);
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693145751953125f), x);
+    r = _mm256_fmadd_ps(k, _mm256_set1_ps(-1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    /* 2^k for k in [-126, 0] (x >= -87.34): k + 127 in the exponent field; a NaN's k is
+       garbage but p is NaN already */
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), normal);
+}
+#endif
 /* ---- softmax and log-softmax of contiguous float32 rows (mdsl.targets.c.softmax_rows) ----
    y = exp(x - max) / sum: one pass for the max, one computing exp(x - max) into y while
    summing it, one scaling y in place (the row stays in L1 between them; x is read from
    memory once and y written once). log-softmax: y = (x - max) - log(sum). x and y may
-   be the same row. With AVX-512 the loops are hand-vectorized: four accumulators, masked
-   tails, and exp(r) for r <= 0 by `mdsl_exp_nonpos16` (vector_exp.h.j2). Otherwise they
-   are the same loops written for the compiler to vectorize with libm's expf. */
+   be the same row. With AVX-512 or AVX2 the loops are hand-vectorized: four accumulators,
+   masked tails, and exp(r) for r <= 0 by `mdsl_exp_nonpos16` / `mdsl_exp_nonpos8`
+   (vector_exp.h.j2). Otherwise they are the same loops written for the compiler to
+   vectorize with libm's expf. */
 #if defined(__AVX512F__)
 static inline float mdsl_row_max_f32(const float *x, int64_t n) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
@@ -638,6 +662,78 @@ static inline void mdsl_row_affine_f32(const float *x, float a, float b, float *
     if (j < n) {
         const __mmask16 live = (__mmask16)((1u << (n - j)) - 1);
         _mm512_mask_storeu_ps(y + j, live, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, x + j), va, vb));
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* lanes [0, n) of 8 all ones (n < 8): the tail's mask for maskload / maskstore */
+static inline __m256i mdsl_lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline float mdsl_hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+static inline float mdsl_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline float mdsl_row_max_f32(const float *x, int64_t n) {
+    const __m256 lowest = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest, nan = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {  /* max_ps drops NaN: an unordered compare marks it */
+        const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + 8);
+        const __m256 c = _mm256_loadu_ps(x + j + 16), d = _mm256_loadu_ps(x + j + 24);
+        m0 = _mm256_max_ps(m0, a); m1 = _mm256_max_ps(m1, b);
+        m2 = _mm256_max_ps(m2, c); m3 = _mm256_max_ps(m3, d);
+        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, d, _CMP_UNORD_Q)));
+    }
+    for (; j < n; j += 8) {
+        const __m256i live = mdsl_lanes8(n - j);
+        const __m256 a = _mm256_blendv_ps(lowest, _mm256_maskload_ps(x + j, live), _mm256_castsi256_ps(live));
+        m0 = _mm256_max_ps(m0, a);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    }
+    const float m = mdsl_hmax8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    return _mm256_movemask_ps(nan) ? NAN : m;
+}
+/* sum of exp(x - m) over the row; with `y`, each exp(x - m) is also stored there */
+static inline float mdsl_row_sum_exp_f32(const float *x, float m, float *y, int64_t n) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        const __m256 a = mdsl_exp_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
+        const __m256 b = mdsl_exp_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm));
+        const __m256 c = mdsl_exp_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 16), vm));
+        const __m256 d = mdsl_exp_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 24), vm));
+        if (y) {
+            _mm256_storeu_ps(y + j, a); _mm256_storeu_ps(y + j + 8, b);
+            _mm256_storeu_ps(y + j + 16, c); _mm256_storeu_ps(y + j + 24, d);
+        }
+        s0 = _mm256_add_ps(s0, a); s1 = _mm256_add_ps(s1, b);
+        s2 = _mm256_add_ps(s2, c); s3 = _mm256_add_ps(s3, d);
+    }
+    for (; j < n; j += 8) {
+        const __m256i live = mdsl_lanes8(n - j);
+        const __m256 a = _mm256_and_ps(
+            mdsl_exp_nonpos8(_mm256_sub_ps(_mm256_maskload_ps(x + j, live), vm)), _mm256_castsi256_ps(live));
+        if (y) _mm256_maskstore_ps(y + j, live, a);
+        s0 = _mm256_add_ps(s0, a);
+    }
+    return mdsl_hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+/* y = x * a + b over the row */
+static inline void mdsl_row_affine_f32(const float *x, float a, float b, float *y, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(_mm256_loadu_ps(x + j), va, vb));
+    if (j < n) {
+        const __m256i live = mdsl_lanes8(n - j);
+        _mm256_maskstore_ps(y + j, live, _mm256_fmadd_ps(_mm256_maskload_ps(x + j, live), va, vb));
     }
 }
 #else

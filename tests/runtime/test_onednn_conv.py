@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from tests.runtime.machine import needs_avx512
 
 RNG = np.random.default_rng(1617)
 needs_onednn = pytest.mark.skipif(
@@ -102,6 +103,7 @@ CONV1D = [
 ]
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CONV1D, ids=lambda c: "c{}-t{}-k{}-s{}-p{}".format(*c[:5]))
@@ -338,6 +340,7 @@ def _team_graph(size=14):
     return g, lambda x: F.conv2d(F.conv2d(t(x), t(w1)), t(w2), padding=1).numpy()
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 def test_weights_are_reordered_into_the_layout_of_the_primitive_the_call_makes(threads):

@@ -14,6 +14,7 @@ import pytest
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from tests.runtime.machine import needs_avx512
 
 RNG = np.random.default_rng(1616)
 needs_onednn = pytest.mark.skipif(
@@ -77,6 +78,7 @@ def test_densenet_pre_activation_runs_in_the_kept_layout_and_equals_the_interpre
         np.testing.assert_allclose(exe(feeds)["y"], expect, rtol=1e-4, atol=1e-4)
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cout", [32, 24])  # 24: not whole blocks of 16, stays NCHW
@@ -132,6 +134,7 @@ def test_a_tf_same_pad_folds_into_the_depthwise_conv_and_the_chain_stays_kept(th
     _assert_equals_interpreter(exe, g, _rand(2, 24, 12, 12))
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cout", [32, 24])  # 24: nChw16c padded to 32 channels
@@ -202,6 +205,7 @@ def test_a_concat_read_as_nchw_copies_its_kept_inputs_from_their_layout(threads)
     _assert_equals_interpreter(exe, g, _rand(2, 5, 9, 9))
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cout", [32, 24])  # 24: padded nChw16c, the row kernel NCHW

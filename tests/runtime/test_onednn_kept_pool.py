@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from tests.runtime.machine import needs_avx512
 from tests.runtime.test_onednn_conv import _rand, _source
 
 pytestmark = pytest.mark.skipif(
@@ -47,6 +48,7 @@ def test_a_max_pool_between_convolutions_in_nhwc_equals_torch(case, threads):
         np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
 
 
+@needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_max_pool_of_the_nchw16c_stem_keeps_nan_and_equals_torch(threads):
     """ResNet's stem (7x7 stride 2 on 3 channels, oneDNN's `jit` kernel in nChw16c, 24

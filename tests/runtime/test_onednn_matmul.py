@@ -11,6 +11,7 @@ import pytest
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from tests.runtime.machine import needs_avx512
 
 RNG = np.random.default_rng(1602)
 needs_onednn = pytest.mark.skipif(
@@ -60,6 +61,7 @@ CASES = [
 ]
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x{}-k{}-n{}-b{}-{}-r{}-t{}".format(*c))
@@ -92,6 +94,7 @@ def test_small_rows_and_disabled_keep_the_packed_kernel():
     np.testing.assert_allclose(got, _first(mdsl.compile(big, "python")(**feeds)), atol=1e-4)
 
 
+@needs_avx512
 @needs_onednn
 def test_a_primitive_of_another_weights_layout_is_refused_not_fed_wrong_data(monkeypatch):
     """Weights reordered at plan time into a layout of the same size as the primitive's
@@ -108,6 +111,7 @@ def test_a_primitive_of_another_weights_layout_is_refused_not_fed_wrong_data(mon
         exe(x=_rand(128, 256))
 
 
+@needs_avx512
 @needs_onednn
 def test_calls_on_one_thread_and_on_the_team_each_have_their_primitive():
     """A oneDNN primitive runs on the team size it was made at: the first call (a
@@ -148,6 +152,7 @@ def _attention(shape, scale_op, head_split=False):
     return g
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(
@@ -174,6 +179,7 @@ def test_batched_attention_products_by_onednn_equal_the_interpreter(
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@needs_avx512
 @needs_onednn
 def test_broadcast_batch_dims_are_size_one_for_onednn():
     """[2, 3, M, K] @ [3, K, N] and [2, 1, M, K] @ [2, 3, K, N]: the operand that
@@ -204,6 +210,7 @@ def test_small_products_keep_blas():
     )
 
 
+@needs_avx512
 @needs_onednn
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_batched_product_with_an_epilogue_runs_it_after_the_product(threads):

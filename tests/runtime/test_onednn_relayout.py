@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
+from tests.runtime.machine import needs_avx512
 from tests.runtime.test_onednn_conv import _primitives_made, _rand, _source
 
 pytestmark = pytest.mark.skipif(
@@ -67,6 +68,7 @@ def test_a_block_moved_between_nchw_and_nhwc_by_hand_equals_torch(batch, c, h, w
         np.testing.assert_allclose(y, expect(x), rtol=1e-4, atol=1e-4)
 
 
+@needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("cout", [16, 24])  # 24: nChw16c pads the second block to 32
 def test_a_stem_in_nchw16c_with_an_nchw_residual_and_result_equals_torch(cout, threads, capfd):
@@ -87,6 +89,7 @@ def test_a_stem_in_nchw16c_with_an_nchw_residual_and_result_equals_torch(cout, t
         np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)
 
 
+@needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("c, c2", [(16, 16), (24, 8), (40, 32)])  # 24, 40: a part block
 def test_a_kept_nchw16c_pool_read_by_an_nhwc_1x1_equals_torch(c, c2, threads, capfd):
@@ -111,6 +114,7 @@ def test_a_kept_nchw16c_pool_read_by_an_nhwc_1x1_equals_torch(c, c2, threads, ca
         np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)
 
 
+@needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("c", [16, 24])  # 24: the nChw16c destination's padding lanes
 def test_an_nhwc_residual_moved_into_an_nchw16c_destination_equals_torch(c, threads, capfd):

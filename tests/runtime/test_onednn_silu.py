@@ -16,6 +16,7 @@ import mdsl
 from mdsl import ops
 from mdsl.codegen import onednn
 from mdsl.targets.c import render
+from tests.runtime.machine import needs_avx512
 
 RNG = np.random.default_rng(1818)
 pytestmark = pytest.mark.skipif(
@@ -180,6 +181,7 @@ def test_a_sigmoid_after_a_convolution_is_oneDNN_s_logistic_post_op(threads):
     )
 
 
+@needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_blocked_result_with_padding_channels(threads):
     """A stem on 3 channels (oneDNN's `jit` kernel, nChw16c) of 24 channels + SiLU: the

@@ -13,7 +13,15 @@ import cffi
 import numpy as np
 
 SOURCE = Path(__file__).with_name("hand_kernels.c")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-fPIC",
+    "-shared",
+)
 
 _FFI = cffi.FFI()
 _FFI.cdef(

@@ -8,7 +8,9 @@ activation, residual) is applied by mdsl after the product. Measured on a shared
 AVX-512 Xeon, 1 thread, thread CPU time, against mdsl's packed GEMM
 (`benchmarks/onednn_matmul.py`, docs/cpu-kernels.md): M=128, K=768, N=3072 and
 M=128, K=3072, N=768 are 4-9% faster; smaller M was not measured and keeps the packed
-kernel. `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
+kernel. Without AVX-512 oneDNN's matmul is `gemm:jit`, which packs B on every call and was
+no faster than the packed kernel on a Zen 3 core, so nothing is routed there (only
+`FAST_IMPLS` are). `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
 
 A batched product of two run-time operands (attention's `Q·Kᵀ` and `P·V`) with M, N
 and K of at least `BATCHED_MIN_SIDE` runs as one oneDNN matmul over the whole batch,

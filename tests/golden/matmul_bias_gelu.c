@@ -567,7 +567,7 @@ static void mdsl_team_end(const mdsl_team_call *call) {
 #define MDSL_PK_AHEAD 8
 /* A tile is MR rows x two vectors of a panel's columns: 12 x 32 in 24 of AVX-512's 32
    registers; 6 x 16 in 12 of AVX2's 16, taking a panel's two halves in turn (vectors
-   wider than the ISA's are kept on the stack by GCC: 6 x 32 in 64-byte vectors ran at
+   wider than the ISA's are kept on the stack by GCC: 3 x 32 in 64-byte vectors ran at
    2 GFLOP/s on a Zen 3 core). */
 #if defined(__AVX512F__)
 #define MDSL_PK_VL 16

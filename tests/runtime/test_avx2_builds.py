@@ -1,7 +1,7 @@
 """The C kernels' AVX2 forms, built with `-mno-avx512f` so that machines with AVX-512 run
 them too: 8-float vectors and register blocks sized for AVX2's 16 registers in the packed
 GEMM and convolution, the NCHW <-> NHWC moves and the Winograd kernel (GCC keeps vectors
-wider than the ISA's on the stack: 6 x 32 GEMM tiles in 64-byte vectors ran at 2 GFLOP/s
+wider than the ISA's on the stack: 3 x 32 GEMM tiles in 64-byte vectors ran at 2 GFLOP/s
 on a Zen 3 core). Each case is one of the default build's tests, against the same
 reference (PyTorch or the interpreter); softmax's AVX2 rows are in
 tests/codegen/test_softmax_rows.py."""

@@ -40,8 +40,9 @@ def _graph(n: int, symbolic: bool = False) -> mdsl.Graph:
 def _check(g: mdsl.Graph, feeds: dict) -> None:
     want = mdsl.compile(g, "python")(**feeds)
     got = mdsl.compile(g, "c", threads=1)(**feeds)
-    for name in want:  # atol: log-softmax near 0 is -log(sum), and a float32 sum near 1 is
-        # off by up to an ulp of 1 (1.2e-7) in either (the interpreter's was, at n = 7)
+    # atol: log-softmax near 0 is -log(sum), and a float32 sum near 1 is off by up to an
+    # ulp of 1 (1.2e-7) in either result (the interpreter's was, at n = 7)
+    for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-6, atol=2.5e-7, err_msg=name)
 
 

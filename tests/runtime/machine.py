@@ -23,8 +23,9 @@ def cpu_flags() -> set[str]:
     return set(line.partition(":")[2].split())
 
 
-HAS_AVX512 = "avx512f" in cpu_flags()
-HAS_AVX2 = {"avx2", "fma"} <= cpu_flags()
+_FLAGS = cpu_flags()
+HAS_AVX512 = "avx512f" in _FLAGS
+HAS_AVX2 = {"avx2", "fma"} <= _FLAGS
 
 needs_avx512 = pytest.mark.skipif(
     not HAS_AVX512,

@@ -89,8 +89,9 @@ def test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case)
 
 @pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[5]], ids=["co48", "co64", "co80"])
 def test_the_portable_build_without_avx512_equals_torch(case):
-    """`march_native=False` builds for any x86-64, so the kernel takes its 8-float vectors
-    and 6 x 2 register blocks (what AVX2 machines run) even where the machine has AVX-512."""
+    """`march_native=False` builds for any x86-64 (SSE2 only), so the kernel takes the
+    8-float vectors and 6 x 2 register blocks of machines without AVX-512 wherever it
+    runs (tests/runtime/test_avx2_builds.py runs that form with AVX2)."""
     n, cin, cout, h, w_, post = case
     x = _rand(n, cin, h, w_)
     w = _rand(cout, cin, 3, 3, scale=(9 * cin) ** -0.5)

@@ -220,10 +220,10 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 /* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
    B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at
    (p * K + k) * NR + j, zero past N (mdsl.codegen.packing). BLAS would pack B again on
-   every call. A tile of MR rows x two vectors of columns sums in registers: per k, two
-   vector loads of the panel and MR broadcasts of A. A panel is larger than L1 (K x 128 bytes), so
-   each tile streams it from L2: prefetching MDSL_PK_AHEAD rows ahead made the tile
-   3-15% faster (M=128, K=768 or 3072, one thread). */
+   every call. Per k, a tile loads two vectors of the panel and broadcasts MR values of A.
+   A panel is larger than L1 (K x 128 bytes), so each tile streams it from L2: prefetching
+   MDSL_PK_AHEAD rows ahead made the tile 3-15% faster (M=128, K=768 or 3072, one
+   thread). */
 #define MDSL_PK_NR 32
 #define MDSL_PK_AHEAD 8
 /* A tile is MR rows x two vectors of a panel's columns: 12 x 32 in 24 of AVX-512's 32

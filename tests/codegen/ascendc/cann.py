@@ -7,7 +7,9 @@ reason, except under `CI=true`, where a missing pack fails the run (CI always ch
 
 The script runs `g++ -fsyntax-only` in CANN's CPU-debug mode per kernel and SoC; results
 are cached by content (project files, SoCs, script, header root), so an unchanged project
-is checked once per machine. A pack checked out without symlinks (each link stored as a
+is checked once per machine. Kernels that include the CANN headers first (through
+`mdsl_kernel_common.h`, as every generated kernel does) are checked with those headers
+precompiled (`pch.py`): the same compile, five times faster. A pack checked out without symlinks (each link stored as a
 small text file holding its target, as git does with `core.symlinks=false`) is restored
 into a cached copy with real links first: the headers reach each other through them.
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from mdsl.codegen.toolchain import cache_dir
+from tests.codegen.ascendc import pch
 
 REPO = Path(__file__).resolve().parents[3]
 PACK = REPO.parent / "shared" / "ascend"
@@ -175,6 +178,8 @@ def check_files(files: dict[str, str | bytes], socs: str, kernel_flags: str = ""
             else:
                 path.write_text(text)
         env = {**os.environ, "ASCEND_HOME_PATH": str(cann.root), "JOBS": "2", "ERRLINES": "6"}
+        if not kernel_flags and pch.applies(files):
+            kernel_flags = pch.include_flags(cann.script, cann.root, socs)
         env["ASCENDC_CHECK_KERNEL_FLAGS"] = kernel_flags
         done = subprocess.run(
             ["bash", str(cann.script), tmp, socs],

@@ -10,13 +10,16 @@ Needs the header pack (`../shared/ascend`) or `$ASCEND_HOME_PATH`; see cann.py.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mdsl
 from mdsl.targets.ascendc import Emulator, TilingError, build_project
-from tests.codegen.ascendc import cann, golden_graphs, graphs
+from tests.codegen.ascendc import cann, golden_graphs, graphs, pch
 from tests.codegen.ascendc.conftest import example, needs_cxx
 from tests.codegen.ascendc.test_emulation import assert_same
 
@@ -81,6 +84,45 @@ def test_the_check_fails_on_a_broken_kernel():
     result = cann.check_files(files, "220")
     assert not result.ok
     assert "DataCopyy" in result.output
+
+
+@needs_cxx
+@pytest.mark.parametrize("family", sorted(SOCS))
+def test_kernels_are_checked_with_the_cann_headers_precompiled(family, tmp_path):
+    """g++ takes the precompiled headers for the script's own kernel flags (`-H` marks a
+    header it used with `!`): a change to the flags that left them unused would make the
+    suite's cold run several minutes longer without failing anything else."""
+    found = cann.require()
+    project = build_project(graphs.soc_310p(), soc=SOCS[family])  # one both SoCs take
+    assert pch.applies(project.files)
+    for name, text in project.files.items():
+        if name.startswith("op_kernel/"):
+            (tmp_path / Path(name).name).write_text(text)
+    kernel = next(tmp_path.glob("k*.cpp"))
+    include = pch.include_flags(found.script, found.root, family).split()
+    flags = pch.kernel_flags(found.script, found.root, family)
+    done = subprocess.run(
+        [os.environ.get("CXX", "g++"), *flags, "-fsyntax-only", "-H", *include, str(kernel)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    used = [line for line in done.stderr.splitlines() if line.startswith("! ")]
+    assert used and used[0].endswith(f"{family}.gch"), done.stderr[:2000]
+
+
+def test_the_precompiled_headers_apply_only_where_a_kernel_includes_them_first():
+    files = dict(build_project(golden_graphs.golden_softmax()).files)
+    assert pch.applies(files)
+    kernel = next(n for n in sorted(files) if n.startswith("op_kernel/k"))
+    first = '#include "mdsl_kernel_common.h"'
+    assert not pch.applies(
+        {**files, kernel: files[kernel].replace(first, "#include <cstdint>\n" + first)}
+    )
+    common = files[pch.COMMON_HEADER]
+    assert not pch.applies({**files, pch.COMMON_HEADER: '#include "lib/matmul_intf.h"\n' + common})
+    assert not pch.applies({**files, "CMakePresets.json": "{}"})
 
 
 # -- the real headers and the emulation agree --------------------------------------------------------

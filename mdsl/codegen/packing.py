@@ -3,7 +3,7 @@
 A GEMM whose right operand is a float32 constant runs as `mdsl_sgemm_packed` (the C
 runtime's packed-weight kernel, `csrc/templates/c/packed_gemm.h.j2`) on `B` packed once
 into panels of `PANEL` columns: panel p holds `B[k, p*PANEL + j]` at `(p*K + k)*PANEL + j`,
-zero past the last column. BLAS packs B again on every call, which costs as much as the
+zero past the last column, in an even number of panels (an AVX-512 tile reads two). BLAS packs B again on every call, which costs as much as the
 product itself when M is small (a decoder step, a batch of one, a sequence of 17 tokens);
 measured on a 2-core AVX-512 Xeon, thread CPU time, against OpenBLAS 0.3.34 SkylakeX:
 M=17, K=768, N=2304 0.32-0.38x; M=8, K=768, N=3072 0.3x; M=128, K=768, N=3072 0.7x;
@@ -20,25 +20,29 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import CONST, Node, Tensor
 
-PANEL = 32  # MDSL_PK_NR of the C kernel
+PANEL = 16  # MDSL_PK_NR of the C kernel: one AVX2 tile's columns, half an AVX-512 tile's
+TILE_ALIGN = 2 * PANEL  # column tiles of a packed GEMM start at multiples of this
 MIN_K = 64
 
 
 def pack_panels(b: np.ndarray) -> np.ndarray:
-    """`b` (K, N) as panels of PANEL columns, flat.
+    """`b` (K, N) as an even number of panels of PANEL columns, flat.
 
     >>> b = np.arange(6, dtype=np.float32).reshape(2, 3)
-    >>> pack_panels(b).reshape(-1, 2, PANEL)[0, :, :4]
-    array([[0., 1., 2., 0.],
-           [3., 4., 5., 0.]], dtype=float32)
+    >>> pack_panels(b).reshape(-1, 2, PANEL)[:, :, :4]
+    array([[[0., 1., 2., 0.],
+            [3., 4., 5., 0.]],
+    <BLANKLINE>
+           [[0., 0., 0., 0.],
+            [0., 0., 0., 0.]]], dtype=float32)
     """
     k, n = b.shape
-    panels = -(-n // PANEL)
+    panels = -(-n // TILE_ALIGN) * 2
     out = np.empty((panels, k, PANEL), b.dtype)  # one pass over b, whatever its layout
     full = n // PANEL
     out[:full] = b[:, : full * PANEL].reshape(k, full, PANEL).transpose(1, 0, 2)
-    if full < panels:
-        out[full] = 0
+    out[full:] = 0
+    if full * PANEL < n:
         out[full, :, : n - full * PANEL] = b[:, full * PANEL :]
     return out.reshape(-1)
 

@@ -8,12 +8,12 @@ import pytest
 from mdsl.codegen.packing import CONV_PANEL, PANEL, pack_conv_panels, pack_panels
 
 
-@pytest.mark.parametrize("n", [1, 7, PANEL, PANEL + 9, 3 * PANEL])
+@pytest.mark.parametrize("n", [1, 7, PANEL, PANEL + 9, 2 * PANEL, 3 * PANEL])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_gemm_panels_hold_each_column_block_row_by_row_zero_padded(n, order):
     b = np.asarray(np.random.default_rng(n).normal(size=(5, n)), np.float32, order=order)
     packed = pack_panels(b)
-    panels = -(-n // PANEL)
+    panels = -(-n // (2 * PANEL)) * 2  # an even count: an AVX-512 tile reads two panels
     assert packed.shape == (panels * 5 * PANEL,)
     for k in range(5):
         for j in range(panels * PANEL):

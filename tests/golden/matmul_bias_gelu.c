@@ -558,17 +558,18 @@ static void mdsl_team_end(const mdsl_team_call *call) {
 }
 /* ---- packed-weight SGEMM: C = A x B with B a constant packed at plan time ----
    B is held as panels of MDSL_PK_NR columns: panel p holds B[k][p * NR + j] at
-   (p * K + k) * NR + j, zero past N (mdsl.codegen.packing). BLAS would pack B again on
-   every call. Per k, a tile loads two vectors of the panel and broadcasts MR values of A.
-   A panel is larger than L1 (K x 128 bytes), so each tile streams it from L2: prefetching
-   MDSL_PK_AHEAD rows ahead made the tile 3-15% faster (M=128, K=768 or 3072, one
-   thread). */
-#define MDSL_PK_NR 32
+   (p * K + k) * NR + j, zero past N, in an even number of panels (mdsl.codegen.packing).
+   BLAS would pack B again on every call. Per k, a tile loads two vectors of B and
+   broadcasts MR values of A. B's part of a tile is larger than L1 (K x 64 bytes a
+   vector's stream), so each tile streams it from L2: prefetching MDSL_PK_AHEAD rows ahead
+   made the tile 3-15% faster (M=128, K=768 or 3072, one thread). */
+#define MDSL_PK_NR 16
 #define MDSL_PK_AHEAD 8
-/* A tile is MR rows x two vectors of a panel's columns: 12 x 32 in 24 of AVX-512's 32
-   registers; 6 x 16 in 12 of AVX2's 16, taking a panel's two halves in turn (vectors
-   wider than the ISA's are kept on the stack by GCC: 3 x 32 in 64-byte vectors ran at
-   2 GFLOP/s on a Zen 3 core). */
+/* A tile is MR rows x two vectors: 12 x 32 in 24 of AVX-512's 32 registers, its vectors
+   the same rows of two adjacent panels (two streams); 6 x 16 in 12 of AVX2's 16, the
+   two halves of one panel's rows (one stream: panels of 32 read by halves, every other
+   64 bytes, ran 10-25% slower on a Zen 3 core). Vectors wider than the ISA's are kept on
+   the stack by GCC: 3 x 32 in 64-byte vectors ran at 2 GFLOP/s on a Zen 3 core. */
 #if defined(__AVX512F__)
 #define MDSL_PK_VL 16
 #define MDSL_PK_MR 12
@@ -580,10 +581,12 @@ static void mdsl_team_end(const mdsl_team_call *call) {
 typedef float mdsl_pk_vec __attribute__((vector_size(4 * MDSL_PK_VL)));
 typedef float mdsl_pk_vecu __attribute__((vector_size(4 * MDSL_PK_VL), aligned(4)));
 
-/* C[0..rows)[0..cols) for columns [h, h + NB) of a panel (cols <= NB of them in C) */
+/* C[0..rows)[0..cols) for the NB columns from `panel` on (cols <= NB of them in C) */
 static inline __attribute__((always_inline)) void mdsl_pk_tile(
     const int rows, const int64_t K, const float *a, const int64_t lda,
     const float *panel, float *c, const int64_t ldc, const int cols) {
+    /* the tile's second vector: the next panel (AVX-512) or this panel's second half */
+    const float *second = panel + (MDSL_PK_VL == MDSL_PK_NR ? K * MDSL_PK_NR : MDSL_PK_VL);
     mdsl_pk_vec acc0[MDSL_PK_MR], acc1[MDSL_PK_MR];
     for (int r = 0; r < rows; r++) {
         acc0[r] = (mdsl_pk_vec){0};
@@ -591,10 +594,10 @@ static inline __attribute__((always_inline)) void mdsl_pk_tile(
     }
     for (int64_t k = 0; k < K; k++) {
         const mdsl_pk_vec b0 = *(const mdsl_pk_vecu *)(panel + k * MDSL_PK_NR);
-        const mdsl_pk_vec b1 = *(const mdsl_pk_vecu *)(panel + k * MDSL_PK_NR + MDSL_PK_VL);
+        const mdsl_pk_vec b1 = *(const mdsl_pk_vecu *)(second + k * MDSL_PK_NR);
         __builtin_prefetch(panel + (k + MDSL_PK_AHEAD) * MDSL_PK_NR);
-#if MDSL_PK_NB > 16
-        __builtin_prefetch(panel + (k + MDSL_PK_AHEAD) * MDSL_PK_NR + 16);
+#if MDSL_PK_VL == MDSL_PK_NR
+        __builtin_prefetch(second + (k + MDSL_PK_AHEAD) * MDSL_PK_NR);
 #endif
         for (int r = 0; r < rows; r++) {
             const float av = a[r * lda + k];
@@ -632,7 +635,8 @@ static void mdsl_pk_rows(int rows, int64_t K, const float *a, int64_t lda, const
 }
 
 /* Rows [0, M) and columns [n0, n0 + N) of C (c points at row 0, column 0; n0 a
-   multiple of MDSL_PK_NR), from A (a at row 0) and the packed B. */
+   multiple of MDSL_PK_NR), from A (a at row 0) and the packed B. A tile reaching past
+   N reads the zeros of B's last panel, or of the padding panel after it. */
 static void mdsl_sgemm_packed(int64_t M, int64_t n0, int64_t N, int64_t K, const float *a,
                               int64_t lda, const float *packed, float *c, int64_t ldc) {
     /* chunks of rows whose A stays in L2 while one panel is reused down them */
@@ -640,16 +644,12 @@ static void mdsl_sgemm_packed(int64_t M, int64_t n0, int64_t N, int64_t K, const
     chunk = chunk < MDSL_PK_MR ? MDSL_PK_MR : chunk / MDSL_PK_MR * MDSL_PK_MR;
     for (int64_t m0 = 0; m0 < M; m0 += chunk) {
         const int64_t m1 = m0 + chunk < M ? m0 + chunk : M;
-        for (int64_t j = n0; j < n0 + N; j += MDSL_PK_NR) {
-            const int cols = (int)(n0 + N - j < MDSL_PK_NR ? n0 + N - j : MDSL_PK_NR);
+        for (int64_t j = n0; j < n0 + N; j += MDSL_PK_NB) {
+            const int cols = (int)(n0 + N - j < MDSL_PK_NB ? n0 + N - j : MDSL_PK_NB);
             const float *panel = packed + (j / MDSL_PK_NR) * K * MDSL_PK_NR;
-            for (int h = 0; h < cols; h += MDSL_PK_NB) {  /* one pass with AVX-512 */
-                const int tile_cols = cols - h < MDSL_PK_NB ? cols - h : MDSL_PK_NB;
-                for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
-                    const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
-                    mdsl_pk_rows(rows, K, a + i * lda, lda, panel + h, c + i * ldc + j + h, ldc,
-                                 tile_cols);
-                }
+            for (int64_t i = m0; i < m1; i += MDSL_PK_MR) {
+                const int rows = (int)(m1 - i < MDSL_PK_MR ? m1 - i : MDSL_PK_MR);
+                mdsl_pk_rows(rows, K, a + i * lda, lda, panel, c + i * ldc + j, ldc, cols);
             }
         }
     }

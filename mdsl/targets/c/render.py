@@ -22,7 +22,7 @@ from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index, merge_dims, row_offset, with_strides
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.onednn import DECLARATIONS
-from mdsl.codegen.packing import PANEL
+from mdsl.codegen.packing import TILE_ALIGN
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
@@ -766,7 +766,7 @@ def _gemm_body(plan: Plan, k: kir.Gemm) -> str:
     real = C_TYPES[k.dtype]
     gemm = "MDSL_SGEMM" if k.dtype == DType.float32 else "MDSL_DGEMM"
     batch = math.prod(k.batch_shape)
-    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k, PANEL if k.packed_b else 16)
+    mb, nb = _gemm_tiles(batch, k.m, k.n, k.k, TILE_ALIGN if k.packed_b else 16)
     n_mt, n_nt = (1, 1) if (mb, nb) == (k.m, k.n) else (-(-k.m // mb), -(-k.n // nb))
     tiles = batch * n_mt * n_nt
     m, n, kk, mb, nb = (render_dim(v) for v in (k.m, k.n, k.k, mb, nb))
@@ -830,7 +830,7 @@ def _symbolic_gemm_body(k: kir.Gemm) -> str:
     bvars = [f"bi{d}" for d in range(len(k.batch_shape))]
     oa, ob, oc = (flat_index(a, bvars) for a in (k.a, k.b, k.out))
     lda, ldb = render_dim(k.lda), render_dim(k.ldb)
-    align = PANEL if k.packed_b else 16
+    align = TILE_ALIGN if k.packed_b else 16
     a_ptr = f"{k.a.buffer} + {oa} + " + ("m0" if k.trans_a else f"m0 * {lda}")
     b_ptr = f"{k.b.buffer} + {ob} + " + (f"n0 * {ldb}" if k.trans_b else "n0")
     head = [

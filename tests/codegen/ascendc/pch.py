@@ -19,9 +19,11 @@ build each once.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -60,16 +62,24 @@ def applies(files: dict[str, str | bytes]) -> bool:
 
 
 def include_flags(script: Path, root: Path, socs: str) -> str:
-    """`-include` of the precompiled header, built first for each of `socs` if missing."""
-    cxx = os.environ.get("CXX", "g++")
-    folder = _folder(script, root, cxx)
-    for soc in socs.split(","):
-        _build(folder, script, root, cxx, soc)
+    """`-include` of the precompiled header, built first for each of `socs` if missing;
+    "" where it cannot be built or named in the script's space-separated flags (the
+    check then parses the headers from source, as slowly as before)."""
+    cxx = shlex.split(os.environ.get("CXX", "g++"))
+    folder = _folder(script, root, tuple(cxx))
+    if " " in str(folder):
+        return ""
+    try:
+        for soc in socs.split(","):
+            _build(folder, script, root, cxx, soc)
+    except (OSError, subprocess.CalledProcessError):
+        return ""
     return f"-include {folder / HEADER_NAME}"
 
 
-def _folder(script: Path, root: Path, cxx: str) -> Path:
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+@functools.cache
+def _folder(script: Path, root: Path, cxx: tuple[str, ...]) -> Path:
+    version = subprocess.run([*cxx, "--version"], capture_output=True, text=True).stdout
     h = hashlib.sha256()
     for part in (script.read_text(), str(root), version, HEADER_TEXT):
         h.update(part.encode() + b"\0")
@@ -78,7 +88,7 @@ def _folder(script: Path, root: Path, cxx: str) -> Path:
     return folder
 
 
-def _build(folder: Path, script: Path, root: Path, cxx: str, soc: str) -> None:
+def _build(folder: Path, script: Path, root: Path, cxx: list[str], soc: str) -> None:
     target = folder / f"{HEADER_NAME}.gch" / f"{soc}.gch"
     if target.is_file():
         return
@@ -91,7 +101,7 @@ def _build(folder: Path, script: Path, root: Path, cxx: str, soc: str) -> None:
         target.parent.mkdir(exist_ok=True)
         part = target.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run(
-            [cxx, *flags, "-x", "c++-header", str(folder / HEADER_NAME), "-o", str(part)],
+            [*cxx, *flags, "-x", "c++-header", str(folder / HEADER_NAME), "-o", str(part)],
             check=True,
             capture_output=True,
         )

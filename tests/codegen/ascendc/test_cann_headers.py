@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -102,7 +103,14 @@ def test_kernels_are_checked_with_the_cann_headers_precompiled(family, tmp_path)
     include = pch.include_flags(found.script, found.root, family).split()
     flags = pch.kernel_flags(found.script, found.root, family)
     done = subprocess.run(
-        [os.environ.get("CXX", "g++"), *flags, "-fsyntax-only", "-H", *include, str(kernel)],
+        [
+            *shlex.split(os.environ.get("CXX", "g++")),
+            *flags,
+            "-fsyntax-only",
+            "-H",
+            *include,
+            str(kernel),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -1,0 +1,69 @@
+"""`mdsl_exp_nonpos8` (vector_exp.h.j2), the AVX2 exp of softmax's rows, against float64
+over a sweep of [-87.3, 0] and its edges. Softmax divides a systematic error away and
+its row tests would not see a wrong coefficient; the exp is checked on its own here.
+Built with `-mavx2 -mfma` so machines with AVX-512 run this form too."""
+
+from __future__ import annotations
+
+import ctypes
+import shlex
+import subprocess
+
+import numpy as np
+import pytest
+
+from mdsl.codegen.templates import template_environment
+from mdsl.codegen.toolchain import find_compiler
+from tests.runtime.machine import HAS_AVX2
+
+pytestmark = pytest.mark.skipif(not HAS_AVX2, reason="the CPU has no AVX2 and FMA")
+
+HARNESS = """
+#include <stdint.h>
+{exp}
+void run(const float *x, float *y, int64_t n) {{
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, mdsl_exp_nonpos8(_mm256_loadu_ps(x + i)));
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def exp8(tmp_path_factory):
+    cc = find_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    folder = tmp_path_factory.mktemp("vector_exp")
+    source = template_environment("c").get_template("vector_exp.h.j2").render()
+    (folder / "harness.c").write_text(HARNESS.format(exp=source))
+    flags = ["-O2", "-mavx2", "-mfma", "-fPIC", "-shared", "-std=gnu11"]
+    subprocess.run([*shlex.split(cc), *flags, "harness.c", "-o", "h.so"], cwd=folder, check=True)
+    run = ctypes.CDLL(str(folder / "h.so")).run
+    run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+
+    def exp(x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, np.float32)
+        y = np.empty_like(x)
+        run(x.ctypes.data, y.ctypes.data, x.size)
+        return y
+
+    return exp
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    return np.abs(got.astype(np.float64) - want) / np.spacing(want.astype(np.float32))
+
+
+def test_the_avx2_exp_is_within_1_3_ulp_over_its_range(exp8):
+    x = -np.abs(np.random.default_rng(0).uniform(0, 87.33, 1 << 20)).astype(np.float32)
+    x = np.concatenate([x, np.linspace(-1, 0, 1 << 16, dtype=np.float32)])
+    x = x[: x.size // 8 * 8]
+    want = np.exp(x.astype(np.float64))
+    assert _ulps(exp8(x), want).max() <= 1.3
+
+
+def test_the_avx2_exp_edges(exp8):
+    x = np.array([0.0, -0.0, -1e-30, -87.3, -87.4, -100.0, -np.inf, np.nan], np.float32)
+    y = exp8(x)
+    assert y[0] == 1.0 and y[1] == 1.0 and y[2] == 1.0
+    assert 0 < y[3] < 1.3e-38 and y[4] == 0.0 and y[5] == 0.0 and y[6] == 0.0
+    assert np.isnan(y[7])

@@ -6,14 +6,12 @@ Built with `-mavx2 -mfma` so machines with AVX-512 run this form too."""
 from __future__ import annotations
 
 import ctypes
-import shlex
-import subprocess
 
 import numpy as np
 import pytest
 
 from mdsl.codegen.templates import template_environment
-from mdsl.codegen.toolchain import find_compiler
+from tests.c_library import load_c
 from tests.runtime.machine import HAS_AVX2
 
 pytestmark = pytest.mark.skipif(not HAS_AVX2, reason="the CPU has no AVX2 and FMA")
@@ -29,15 +27,13 @@ void run(const float *x, float *y, int64_t n) {{
 
 @pytest.fixture(scope="module")
 def exp8(tmp_path_factory):
-    cc = find_compiler()
-    if cc is None:
-        pytest.skip("no C compiler")
-    folder = tmp_path_factory.mktemp("vector_exp")
     source = template_environment("c").get_template("vector_exp.h.j2").render()
-    (folder / "harness.c").write_text(HARNESS.format(exp=source))
-    flags = ["-O2", "-mavx2", "-mfma", "-fPIC", "-shared", "-std=gnu11"]
-    subprocess.run([*shlex.split(cc), *flags, "harness.c", "-o", "h.so"], cwd=folder, check=True)
-    run = ctypes.CDLL(str(folder / "h.so")).run
+    library = load_c(
+        tmp_path_factory.mktemp("vector_exp"),
+        HARNESS.format(exp=source),
+        ["-O2", "-mavx2", "-mfma"],
+    )
+    run = library.run
     run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 
     def exp(x: np.ndarray) -> np.ndarray:

@@ -8,15 +8,13 @@ tests/runtime/test_avx2_builds.py the AVX2 form."""
 from __future__ import annotations
 
 import ctypes
-import shlex
-import subprocess
 
 import numpy as np
 import pytest
 
 from mdsl.codegen.packing import PANEL, TILE_ALIGN, pack_panels
 from mdsl.codegen.templates import template_environment
-from mdsl.codegen.toolchain import find_compiler
+from tests.c_library import load_c
 
 HARNESS = """
 #define __AVX512F__ 1  /* the AVX-512 form's constants and walk, in generic vectors */
@@ -31,29 +29,9 @@ void run(int64_t M, int64_t n0, int64_t N, int64_t K, const float *a, int64_t ld
 
 @pytest.fixture(scope="module")
 def avx512_form(tmp_path_factory):
-    cc = find_compiler()
-    if cc is None:
-        pytest.skip("no C compiler")
-    folder = tmp_path_factory.mktemp("packed_gemm_avx512")
     gemm = template_environment("c").get_template("packed_gemm.h.j2").render()
-    (folder / "harness.c").write_text(HARNESS.format(gemm=gemm))
-    library = folder / "harness.so"
-    subprocess.run(
-        [
-            *shlex.split(cc),
-            "-O1",
-            "-fPIC",
-            "-shared",
-            "-std=gnu11",
-            "-Wno-psabi",
-            "harness.c",
-            "-o",
-            library,
-        ],
-        cwd=folder,
-        check=True,
-    )
-    run = ctypes.CDLL(str(library)).run
+    folder = tmp_path_factory.mktemp("packed_gemm_avx512")
+    run = load_c(folder, HARNESS.format(gemm=gemm), ["-O1", "-Wno-psabi"]).run
     run.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     run.argtypes += [ctypes.c_void_p, ctypes.c_int64]
     return run

@@ -3,8 +3,9 @@
 A GEMM whose right operand is a float32 constant runs as `mdsl_sgemm_packed` (the C
 runtime's packed-weight kernel, `csrc/templates/c/packed_gemm.h.j2`) on `B` packed once
 into panels of `PANEL` columns: panel p holds `B[k, p*PANEL + j]` at `(p*K + k)*PANEL + j`,
-zero past the last column, in an even number of panels (an AVX-512 tile reads two). BLAS packs B again on every call, which costs as much as the
-product itself when M is small (a decoder step, a batch of one, a sequence of 17 tokens);
+zero past the last column, in an even number of panels (an AVX-512 tile reads two). BLAS
+packs B again on every call, which costs as much as the product itself when M is small
+(a decoder step, a batch of one, a sequence of 17 tokens);
 measured on a 2-core AVX-512 Xeon, thread CPU time, against OpenBLAS 0.3.34 SkylakeX:
 M=17, K=768, N=2304 0.32-0.38x; M=8, K=768, N=3072 0.3x; M=128, K=768, N=3072 0.7x;
 M=1024, K=768, N=768 1.02x; tiny K loses (M=3136, K=24 1.1-1.3x), so K < MIN_K stays

@@ -9,9 +9,10 @@ The script runs `g++ -fsyntax-only` in CANN's CPU-debug mode per kernel and SoC;
 are cached by content (project files, SoCs, script, header root), so an unchanged project
 is checked once per machine. Kernels that include the CANN headers first (through
 `mdsl_kernel_common.h`, as every generated kernel does) are checked with those headers
-precompiled (`pch.py`): the same compile, five times faster. A pack checked out without symlinks (each link stored as a
-small text file holding its target, as git does with `core.symlinks=false`) is restored
-into a cached copy with real links first: the headers reach each other through them.
+precompiled (`pch.py`): the same compile, five times faster. A pack checked out without
+symlinks (each link stored as a small text file holding its target, as git does with
+`core.symlinks=false`) is restored into a cached copy with real links first: the headers
+reach each other through them.
 """
 
 from __future__ import annotations

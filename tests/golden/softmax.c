@@ -252,10 +252,28 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      as lost at no cost. A hint only: after MDSL_TEAM_HINT_SKIPS such skips in a row the
      next probe runs (a container may see the whole host's run queue); each time that
      probe loses too, the hint is trusted for twice as many skips (up to
-     MDSL_TEAM_HINT_SKIPS_MAX), and a probe that wins trusts it as little as at first;
+     MDSL_TEAM_HINT_SKIPS_MAX), and a probe that wins trusts it as little as at first.
+     Only after a call on one thread: after a whole-team call the queue counts the
+     team's own workers, still spinning;
    - a choice whose recent time rose above the other's time at its last probe, or one call
      of it twice that time, probes the other at once (within that share), so a load that
      comes or goes is noticed;
+   - a whole-team call first wakes its team (an empty parallel region, timed): a worker
+     that has slept (the calls ran on one thread, or the caller paused) can take several
+     ms to start, about 4 ms on a 2-vCPU virtual machine whose idle processor the host
+     had descheduled, though the same team then runs the call's kernels as fast as ever.
+     Judgements on one call leave that wake-up out: a probe of the whole team's first
+     call, the single-call triggers and the last call a probe of one thread must beat
+     (otherwise one wake-up after a caller's pause chose one thread, and then every probe
+     of the team paid one and lost: make bench ran W2 and W4 on one thread, slower than
+     at 1 thread). The choice's recent median keeps it, and so do the credit's costs:
+     a caller whose pauses make every team call pay one gets one thread;
+   - a call after a pause of the caller's (longer than MDSL_TEAM_PAUSE and than its last
+     call) found its caches cold and its team asleep, whichever size runs it: it neither
+     joins the choice's times nor judges a probe (which goes on with the next call), but
+     a probe's cost counts. Unless pauses are the caller's norm (MDSL_TEAM_PAUSED_NORM
+     such calls in a row): make bench's rounds pause before each contender's block, and
+     a probe of the team that met the first call of a block lost, 1.4x slow from cold;
    - a whole-team call that has lost already runs its remaining kernels on one thread:
      mdsl_team_checkpoint, between two kernels, ends the team once the call has taken
      longer than its deadline (mdsl_team_deadline: a probe's, the time it had to beat; the
@@ -286,18 +304,21 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_CREDIT_CALLS 8
 #define MDSL_TEAM_HINT_SKIPS 3
 #define MDSL_TEAM_HINT_SKIPS_MAX 48
+#define MDSL_TEAM_PAUSE 1e-3
+#define MDSL_TEAM_PAUSED_NORM 4
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Times are a call's seconds, a whole-team call's multiplied by MDSL_TEAM_MARGIN. */
+/* Times are a call's seconds, a whole-team call's multiplied by MDSL_TEAM_MARGIN; a
+   whole-team call's "work" is its time without the wake-up of its team. */
 typedef struct {
     int choice;                        /* 0: one thread, 1: the whole team */
     double recent[MDSL_TEAM_WINDOW];   /* the choice's last calls (a ring) */
     int recent_count, recent_next;
-    double last;                       /* the choice's last call */
+    double last;                       /* the choice's last call's work */
     double other;                      /* the other team size's best time at its last probe */
     double first[2];                   /* the first calls' best times, by team size */
     int64_t calls, next_probe;
@@ -309,6 +330,8 @@ typedef struct {
     double probed_at;                  /* when the last probe ended */
     double credit, credit_at;          /* seconds probes may still cost; when it last grew */
     double busy;                       /* seconds spent in calls: the policy's clock */
+    int paused_row;                    /* calls in a row after a pause of the caller's */
+    int last_team;                     /* the last call's team size (its workers may spin) */
 } mdsl_team_policy;
 
 static double mdsl_team_median(const double *times, int n) {
@@ -328,6 +351,15 @@ static void mdsl_team_remember(mdsl_team_policy *p, double t) {
     p->last = t;
     p->recent_next = (p->recent_next + 1) % MDSL_TEAM_WINDOW;
     if (p->recent_count < MDSL_TEAM_WINDOW) p->recent_count++;
+}
+
+/* The time a probe must beat: the choice's recent median; for the whole team, its last
+   call when that was slower (a core taken makes whole-team calls many times slower: one
+   more such call costs more than a probe of one thread, whose calls are at worst as slow
+   as the machine's load makes them). */
+static double mdsl_team_mine(const mdsl_team_policy *p) {
+    const double recent = mdsl_team_recent(p);
+    return p->choice == 1 && p->last > recent ? p->last : recent;
 }
 
 /* Seconds after the last probe when the next is due whatever the calls' count: at least
@@ -355,7 +387,7 @@ static int mdsl_team_pick(const mdsl_team_policy *p, double now) {
 static int mdsl_team_may_skip(const mdsl_team_policy *p, int team) {
     if (p->calls == 0) return team == 1;
     return p->calls >= 4 && team == 1 && p->choice == 0 && p->probe_calls == 0 &&
-           p->skips < p->skip_limit;
+           p->last_team == 0 && p->skips < p->skip_limit;
 }
 
 /* Seconds after which a call on `team` that mdsl_team_pick chose has lost against one
@@ -407,10 +439,16 @@ static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, doub
     p->probe_calls = 0;
 }
 
-/* What a call on `team` that took `seconds` and ended at `now` tells the policy. */
-static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, double now) {
+/* What a call on `team` that took `seconds`, `wake` of them waking its team, and ended at
+   `now` tells the policy; `paused`: the caller paused before it (mdsl_team_paused). */
+static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, double wake,
+                             int paused, double now) {
     const int64_t call = p->calls++;
-    const double t = seconds * (team == 1 ? MDSL_TEAM_MARGIN : 1.0);
+    const double factor = team == 1 ? MDSL_TEAM_MARGIN : 1.0;
+    const double t = seconds * factor, work = (seconds - wake) * factor;
+    p->paused_row = paused ? p->paused_row + 1 : 0;
+    p->last_team = team;
+    const int cold = paused && p->paused_row < MDSL_TEAM_PAUSED_NORM;
     if (call >= 4) {
         const double cap = MDSL_TEAM_CREDIT_CALLS * mdsl_team_recent(p);
         p->credit += MDSL_TEAM_PROBE_SHARE * (now - p->credit_at);
@@ -418,7 +456,7 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         p->credit_at = now;
     }
     if (call < 4) {  /* each size's faster call: one slow warm call must not choose */
-        p->first[team] = p->first[team] == 0.0 || t < p->first[team] ? t : p->first[team];
+        p->first[team] = p->first[team] == 0.0 || work < p->first[team] ? work : p->first[team];
         if (call < 3) return;
         p->choice = p->first[1] < p->first[0];
         mdsl_team_remember(p, p->first[p->choice]);
@@ -426,29 +464,33 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         p->probed_at = p->credit_at = now;
         p->skip_limit = MDSL_TEAM_HINT_SKIPS;
         p->credit = MDSL_TEAM_CREDIT_CALLS * p->first[p->choice];
-        p->next_probe = p->calls + MDSL_TEAM_PROBE_MIN;
+        /* one thread chosen by the first calls is checked soon: they are the least sure
+           (cold caches, a team waking, a host that had lent the idle processor out) */
+        p->next_probe = p->calls + (p->choice == 0 ? MDSL_TEAM_PROBE_SOON : MDSL_TEAM_PROBE_MIN);
+        return;
+    }
+    if (cold) {  /* a probe's cost all the same; the probe goes on with the next call */
+        const double mine = mdsl_team_mine(p);
+        if (team == 1 && team != p->choice && t > mine) p->credit -= t - mine;
         return;
     }
     if (team == p->choice) {
         mdsl_team_remember(p, t);
+        p->last = work;
         const int on_trial = team == 1 && !MDSL_TEAM_SIZES_VARY && p->calls <= p->trial_ends;
-        if (on_trial && t > p->other) p->credit -= t - p->other;
-        const int slower = mdsl_team_recent(p) > p->other || t > 2.0 * p->other;
+        if (on_trial && work > p->other) p->credit -= work - p->other;
+        const int slower = mdsl_team_recent(p) > p->other || work > 2.0 * p->other;
         if (slower && p->calls < p->next_probe) {  /* slower than the other's last time */
             p->next_probe = p->calls;  /* probe it now, and soon again if that probe loses */
             p->losses = 0;
         }
         return;
     }
-    /* the choice's time: its recent median; for the whole team, its last call when that
-       was slower (a core taken makes whole-team calls many times slower: one more such
-       call costs more than a probe of one thread, whose calls are at worst as slow as
-       the machine's load makes them) */
-    const double recent = mdsl_team_recent(p);
-    const double mine = p->choice == 1 && p->last > recent ? p->last : recent;
-    p->probe_times[p->probe_calls++] = t;
+    const double mine = mdsl_team_mine(p);
+    const double judged = p->probe_calls == 0 ? work : t;  /* the team slept meanwhile */
+    p->probe_times[p->probe_calls++] = judged;
     if (team == 1) p->credit -= t > mine ? t - mine : 0.0;
-    if (t >= mine) mdsl_team_probe_ends(p, 0, mine, now);
+    if (judged >= mine) mdsl_team_probe_ends(p, 0, mine, now);
     else if (p->probe_calls == MDSL_TEAM_PROBE_CALLS) mdsl_team_probe_ends(p, 1, mine, now);
 }
 
@@ -457,10 +499,18 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
    a benchmark taking turns) had a probe of one thread every second of wall time, 4.5%
    of a ResNet block's 2-thread calls. Times passed to the functions above are on it. */
 static double mdsl_team_now(const mdsl_team_policy *p) { return p->busy; }
-/* A call on `team` that took `seconds`. */
-static void mdsl_team_spent(mdsl_team_policy *p, int team, double seconds) {
+/* A call on `team` that took `seconds`, `wake` of them waking its team; `paused`: it
+   followed a pause of the caller's. */
+static void mdsl_team_spent(mdsl_team_policy *p, int team, double seconds, double wake,
+                            int paused) {
     p->busy += seconds;
-    mdsl_team_record(p, team, seconds, p->busy);
+    mdsl_team_record(p, team, seconds, wake, paused, p->busy);
+}
+/* Whether a call starting at `start` (wall clock) follows a pause of the caller's: longer
+   than MDSL_TEAM_PAUSE and than the last call took, since that call ended at `ended`. */
+static int mdsl_team_paused(double start, double ended, double last_seconds) {
+    const double pause = start - ended;
+    return ended > 0.0 && pause > MDSL_TEAM_PAUSE && pause > last_seconds;
 }
 
 static int mdsl_team_max = 0;
@@ -513,26 +563,76 @@ static int mdsl_team_crowded(int size) {
 #endif
 }
 /* One call's team: 0 (one thread), 1 (whole team) or -1 (only one thread exists); when
-   the call started, and when it ends its team (0: never). */
+   the call started, the seconds its team took to wake, and when it ends its team (0:
+   never). */
 typedef struct {
-    int team;
-    double t0, until;
+    int team, paused;
+    double t0, wake, until;
 } mdsl_team_call;
+static double mdsl_team_ended, mdsl_team_took;  /* the last call's end (wall clock), seconds */
+
+/* Seconds the team took to wake: empty parallel regions of `size` threads, one after
+   another until one takes under MDSL_TEAM_AWAKE seconds (about a microsecond when the
+   workers are awake), at most MDSL_TEAM_WAKE_REGIONS of them; 0 when the first one did
+   (its microsecond is the call's own cost: counted as a wake-up, it made a graph of
+   two 16-float kernels look as fast on the team, and its calls took 1.4 us, not 0.24).
+   One region is not enough: a host that had descheduled an idle virtual processor
+   preempted it again in the next region (4 ms, then 4 ms more). */
+#define MDSL_TEAM_AWAKE 10e-6
+#define MDSL_TEAM_WAKE_REGIONS 4
+#define MDSL_TEAM_WAKE_MIN 100e-6
+static double mdsl_team_wake(int size) {
+    const double t0 = mdsl_clock();
+    double end = t0;
+    for (int i = 0; i < MDSL_TEAM_WAKE_REGIONS; ++i) {
+        const double start = end;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(size)
+        __asm__ volatile("" ::: "memory");  /* an empty region all the same */
+#else
+        (void)size;
+#endif
+        end = mdsl_clock();
+        if (end - start < MDSL_TEAM_AWAKE) return i == 0 ? 0.0 : end - t0;
+    }
+    return end - t0;
+}
+
+/* Whether a whole-team call wakes its team first: when its workers may have slept (after
+   a call on one thread, or a pause of the caller's; otherwise they still spin), unless
+   calls are too short to use a team that had (the wake-up alone takes 40-60 us on a
+   quiet machine, and the regions left the worker spinning for milliseconds after each
+   probe, slowing the next calls on one thread by a quarter on these machines). */
+static int mdsl_team_may_sleep(const mdsl_team_policy *p, int paused) {
+    const int short_calls = p->recent_count > 0 && mdsl_team_recent(p) < MDSL_TEAM_WAKE_MIN;
+    return (paused || p->last_team != 1) && !short_calls;
+}
 
 static void mdsl_team_begin(mdsl_team_call *call) {
     const int size = mdsl_team_size();
     call->team = -1;
-    call->t0 = call->until = 0.0;
+    call->paused = 0;
+    call->t0 = call->wake = call->until = 0.0;
     if (size > 1) {
         call->t0 = mdsl_clock();
+        call->paused = mdsl_team_paused(call->t0, mdsl_team_ended, mdsl_team_took);
         const double now = mdsl_team_now(&mdsl_team_state);
         call->team = mdsl_team_pick(&mdsl_team_state, now);
-        if (mdsl_team_may_skip(&mdsl_team_state, call->team) && mdsl_team_crowded(size)) {
-            mdsl_team_skip(&mdsl_team_state, now);
-            call->team = 0;
+        if (mdsl_team_may_skip(&mdsl_team_state, call->team)) {
+            if (mdsl_team_crowded(size)) {
+                mdsl_team_skip(&mdsl_team_state, now);
+                call->team = 0;
+            }
+            /* a probe's cost, not the call's time: reading the hint takes about 10 us, and
+               counted in the calls of one thread it made a 0.24 us call look slower there */
+            const double read = mdsl_clock();
+            mdsl_team_state.credit -= read - call->t0;
+            call->t0 = read;
         }
+        if (call->team == 1 && mdsl_team_may_sleep(&mdsl_team_state, call->paused))
+            call->wake = mdsl_team_wake(size);
         const double deadline = mdsl_team_deadline(&mdsl_team_state, call->team);
-        if (deadline > 0.0) call->until = call->t0 + deadline;
+        if (deadline > 0.0) call->until = call->t0 + call->wake + deadline;
     }
 #ifdef _OPENMP
     omp_set_num_threads(call->team == 1 ? size : 1);
@@ -550,7 +650,9 @@ static void mdsl_team_checkpoint(mdsl_team_call *call) {
 }
 static void mdsl_team_end(const mdsl_team_call *call) {
     if (call->team < 0) return;
-    mdsl_team_spent(&mdsl_team_state, call->team, mdsl_clock() - call->t0);
+    mdsl_team_ended = mdsl_clock();
+    mdsl_team_took = mdsl_team_ended - call->t0;
+    mdsl_team_spent(&mdsl_team_state, call->team, mdsl_team_took, call->wake, call->paused);
 }
 /* ---- exp of 16 (AVX-512) or 8 (AVX2) non-positive floats, for the hand-vectorized row
    and activation helpers (softmax_rows.h.j2, silu.h.j2) ----

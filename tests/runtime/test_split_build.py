@@ -90,7 +90,9 @@ def test_units_hold_the_schedule_apart_from_the_kernels(split):
     exe = mdsl.compile(_layers(count=3), backend="c")
     schedule, *kernel_units = exe.sources.values()
     assert "mdsl_run_dims(" in schedule and "mdsl_team_begin" in schedule
-    assert "#pragma omp parallel" not in schedule  # every loop is in a kernel unit
+    # every loop is in a kernel unit; the schedule's one region wakes the team
+    assert schedule.count("#pragma omp parallel") == 1
+    assert "static double mdsl_team_wake(int size) {\n" in schedule
     defined = []
     for unit in kernel_units:
         assert "mdsl_run" not in unit and "mdsl_team_state" not in unit  # one team, one unit

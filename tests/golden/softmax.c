@@ -682,7 +682,7 @@ static inline __m512 mdsl_exp_nonpos16(__m512 x) {
 #include <immintrin.h>
 static inline __m256 mdsl_exp_nonpos8(__m256 x) {
     const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365478515625f), _CMP_NLT_UQ);
-    /* k = round(x log2 e) by one multiply-add: with 1.5 * 2^23 added, the sum's rounding
+    /* round(x log2 e) = k by one multiply-add: with 1.5 * 2^23 added, the sum's rounding
        leaves k + 127 (the 127 added too) in its low mantissa bits, whose bits shifted by 23
        are 2^k below. Instead of a multiply, a vroundps and a vcvtps2dq: 73 ns a softmax
        row of 128 in L1 against 76 */

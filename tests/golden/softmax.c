@@ -258,10 +258,11 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
    - a choice whose recent time rose above the other's time at its last probe, or one call
      of it twice that time, probes the other at once (within that share), so a load that
      comes or goes is noticed;
-   - a whole-team call first wakes its team (an empty parallel region, timed): a worker
-     that has slept (the calls ran on one thread, or the caller paused) can take several
-     ms to start, about 4 ms on a 2-vCPU virtual machine whose idle processor the host
-     had descheduled, though the same team then runs the call's kernels as fast as ever.
+   - a whole-team call whose workers may have slept (the calls ran on one thread, or the
+     caller paused) first wakes its team (mdsl_team_wake: empty parallel regions, timed;
+     mdsl_team_may_sleep): such a worker can take several ms to start, about 4 ms on a
+     2-vCPU virtual machine whose idle processor the host had descheduled, though the
+     same team then runs the call's kernels as fast as ever.
      Judgements on one call leave that wake-up out: a probe of the whole team's first
      call, the single-call triggers and the last call a probe of one thread must beat
      (otherwise one wake-up after a caller's pause chose one thread, and then every probe

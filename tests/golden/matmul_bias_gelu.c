@@ -474,12 +474,8 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         p->next_probe = p->calls + (p->choice == 0 ? MDSL_TEAM_PROBE_SOON : MDSL_TEAM_PROBE_MIN);
         return;
     }
-    if (cold) {  /* a probe's cost all the same; the probe goes on with the next call */
-        const double mine = mdsl_team_mine(p);
-        if (team == 1 && team != p->choice && t > mine) p->credit -= t - mine;
-        return;
-    }
     if (team == p->choice) {
+        if (cold) return;
         mdsl_team_remember(p, t);
         p->last = work;
         const int on_trial = team == 1 && !MDSL_TEAM_SIZES_VARY && p->calls <= p->trial_ends;
@@ -492,9 +488,10 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         return;
     }
     const double mine = mdsl_team_mine(p);
+    if (team == 1 && t > mine) p->credit -= t - mine;  /* a probe's cost, cold or not */
+    if (cold) return;  /* the probe goes on with the next call */
     const double judged = p->probe_calls == 0 ? work : t;  /* the team slept meanwhile */
     p->probe_times[p->probe_calls++] = judged;
-    if (team == 1) p->credit -= t > mine ? t - mine : 0.0;
     if (judged >= mine) mdsl_team_probe_ends(p, 0, mine, now);
     else if (p->probe_calls == MDSL_TEAM_PROBE_CALLS) mdsl_team_probe_ends(p, 1, mine, now);
 }

@@ -24,6 +24,7 @@ def _rows(n: int, seed: int) -> np.ndarray:
     x[2] = -np.inf  # a fully masked row: NaN, as in numpy
     x[3, 0] = 3e38  # a huge value: the others underflow to 0
     x[4, -1] = np.nan
+    x[4, 0] = np.nan  # the first: max_ps drops it from the max, the sum makes it NaN
     x[5] += 80.0  # large but finite everywhere
     x[6, n // 2] = np.inf
     return x

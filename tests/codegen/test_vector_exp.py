@@ -1,5 +1,5 @@
 """`mdsl_exp_nonpos8` (vector_exp.h.j2), the AVX2 exp of softmax's rows, against float64
-over a sweep of [-87.3, 0] and its edges. Softmax divides a systematic error away and
+over a sweep of [-87.33, 0] and its edges. Softmax divides a systematic error away and
 its row tests would not see a wrong coefficient; the exp is checked on its own here.
 Built with `-mavx2 -mfma` so machines with AVX-512 run this form too."""
 
@@ -38,6 +38,7 @@ def exp8(tmp_path_factory):
 
     def exp(x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, np.float32)
+        assert x.size % 8 == 0, "the harness runs whole vectors of 8"
         y = np.empty_like(x)
         run(x.ctypes.data, y.ctypes.data, x.size)
         return y
@@ -49,17 +50,19 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.abs(got.astype(np.float64) - want) / np.spacing(want.astype(np.float32))
 
 
-def test_the_avx2_exp_is_within_1_3_ulp_over_its_range(exp8):
+def test_the_avx2_exp_is_within_1_ulp_over_its_range(exp8):
     x = -np.abs(np.random.default_rng(0).uniform(0, 87.33, 1 << 20)).astype(np.float32)
     x = np.concatenate([x, np.linspace(-1, 0, 1 << 16, dtype=np.float32)])
     x = x[: x.size // 8 * 8]
     want = np.exp(x.astype(np.float64))
-    assert _ulps(exp8(x), want).max() <= 1.3
+    assert _ulps(exp8(x), want).max() <= 1.0
 
 
 def test_the_avx2_exp_edges(exp8):
-    x = np.array([0.0, -0.0, -1e-30, -87.3, -87.4, -100.0, -np.inf, np.nan], np.float32)
-    y = exp8(x)
+    x = np.array([0.0, -0.0, -1e-30, -87.3, -87.5, -87.7, -100.0, -np.inf, np.nan], np.float32)
+    y = exp8(np.resize(x, 16))  # whole vectors of 8
     assert y[0] == 1.0 and y[1] == 1.0 and y[2] == 1.0
-    assert 0 < y[3] < 1.3e-38 and y[4] == 0.0 and y[5] == 0.0 and y[6] == 0.0
-    assert np.isnan(y[7])
+    # -87.5: k = -126 and a subnormal result, close to exp; below -126.5 ln 2 (-87.68), 0
+    np.testing.assert_allclose(y[3:5], np.exp(x[3:5].astype(np.float64)), rtol=1e-6)
+    assert y[5] == 0.0 and y[6] == 0.0 and y[7] == 0.0
+    assert np.isnan(y[8])

@@ -106,3 +106,12 @@ def test_small_and_object_outputs_are_fresh_arrays():
     assert small.nbytes < MIN_BYTES and pool.held_bytes() == 0
     objects = pool.array(1, (MIN_BYTES,), object)
     assert objects.dtype == object and pool.held_bytes() == 0
+
+
+def test_pooled_outputs_start_at_a_cache_line(exe):
+    """numpy's own large arrays start 16 bytes into a page: stores split across lines."""
+    held = [exe(x=_feed(float(v)))["y"] for v in range(3)]  # new buffers, then reused ones
+    del held[0]
+    held.append(exe(x=_feed(9.0))["y"])
+    assert [y.ctypes.data % 64 for y in held] == [0, 0, 0]
+    assert np.all(held[-1] == 19.0)

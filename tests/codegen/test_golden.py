@@ -69,6 +69,7 @@ def test_golden_graphs_compute_what_the_interpreter_does(name, monkeypatch):
 EXPECTED_KERNELS = {
     "pointwise_chain": [("pointwise", ["Mul", "Add", "Gelu", "Sigmoid", "Mul_1", "Add_1"])],
     "softmax": [("row reduction", ["Softmax"])],
+    "layer_norm": [("row reduction", ["LayerNormalization"])],
     "matmul_bias_gelu": [("GEMM + epilogue", ["Gemm", "Gelu"])],  # MatMul+Add: Gemm
 }
 

@@ -36,6 +36,17 @@ def softmax() -> mdsl.Graph:
     return g
 
 
+def layer_norm() -> mdsl.Graph:
+    """Layer norm over rows of 300: sums in blocks of partial sums with a tail, and the
+    next row hinted into the cache (rows of 1200 bytes, read three times)."""
+    with mdsl.Graph("golden_layer_norm") as g:
+        x = g.input("x", (8, 300))
+        gamma = g.const("gamma", _values(300, seed=5))
+        beta = g.const("beta", _values(300, seed=6))
+        g.output(ops.layer_norm(x, gamma, beta, axis=-1), "y")
+    return g
+
+
 def matmul_bias_gelu() -> mdsl.Graph:
     """x @ W + bias, then exact GELU: a BLAS GEMM with the bias and GELU as its epilogue."""
     with mdsl.Graph("golden_matmul_bias_gelu") as g:
@@ -50,5 +61,6 @@ def matmul_bias_gelu() -> mdsl.Graph:
 GRAPHS = {
     "pointwise_chain": pointwise_chain,
     "softmax": softmax,
+    "layer_norm": layer_norm,
     "matmul_bias_gelu": matmul_bias_gelu,
 }

@@ -60,6 +60,15 @@ static inline uint16_t mdsl_bf16_store(float f) {  /* round to nearest even, kee
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
+/* Asks for up to 4 KiB at `offset` bytes into `base` in the cache ahead of use: a row
+   kernel that reads each row several times (layer norm: 3 passes) hints the next row
+   while it works on this one, which the hardware's stream prefetcher does not do far
+   enough ahead. Prefetches never fault; the addresses are integers, so a hint past the
+   last row forms no out-of-bounds pointer */
+static inline void mdsl_prefetch(const void *base, int64_t offset, int64_t bytes) {
+    const uintptr_t start = (uintptr_t)base + (uintptr_t)offset;
+    for (int64_t i = 0; i < (bytes < 4096 ? bytes : 4096); i += 64) __builtin_prefetch((const void *)(start + (uintptr_t)i));
+}
 static inline float mdsl_signf(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x; }
 static inline double mdsl_sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == 0.0 ? 0.0 : x; }
 /* float32 erf and tanh as straight-line arithmetic, so `#pragma omp simd` loops
@@ -768,8 +777,8 @@ static void mdsl_init_once(void) {
 }
 
 /* k1_gemm_gelu: GEMM + epilogue
- *   Gemm (Gemm) at tests/golden/graphs.py:45
- *   Gelu (Gelu) at tests/golden/graphs.py:45
+ *   Gemm (Gemm) at tests/golden/graphs.py:56
+ *   Gelu (Gelu) at tests/golden/graphs.py:56
  */
 static int k1_gemm_gelu(float *in0, float *c0, float *c1, float *out0, float *c2) {
     for (int64_t tile = 0; tile < 1; tile++) {

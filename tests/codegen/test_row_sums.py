@@ -1,0 +1,87 @@
+"""Float sums over rows in C run in blocks of partial sums (independent vector adds)
+with a tail loop, and row kernels reading long rows several times hint the next row into
+the cache (`mdsl.targets.c.render`, SUM_BLOCK_BYTES and PREFETCH_MIN_BYTES): equal to the
+interpreter for rows around the block size, float64, symbolic rows and several threads;
+short rows and integer sums keep the plain loop."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import mdsl
+from mdsl import ops
+from mdsl.codegen.plan import build_plan
+from mdsl.targets.c.render import render_c
+
+LENGTHS = (31, 63, 64, 65, 96, 300, 768)
+
+
+def _graph(shape, dtype: str = "float32") -> mdsl.Graph:
+    n = shape[-1]
+    with mdsl.Graph("row_sums") as g:
+        x = g.input("x", shape, dtype=dtype)
+        scale = g.const("scale", np.linspace(0.5, 1.5, n if isinstance(n, int) else 1, dtype=dtype))
+        g.output(ops.reduce_sum(x, axes=(-1,)), "total")
+        if isinstance(n, int):
+            g.output(ops.layer_norm(x, scale, scale * 0.5, axis=-1, epsilon=1e-5), "normed")
+    return g
+
+
+def _rows(rows: int, n: int, dtype: str, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((rows, n)) * 3 + 10  # a mean far from 0
+    return x.astype(dtype)
+
+
+def _check(g: mdsl.Graph, x: np.ndarray, threads: int = 1) -> None:
+    want = mdsl.compile(g, "python")(x=x)
+    got = mdsl.compile(g, "c", threads=threads)(x=x)
+    tol = 1e-12 if x.dtype == np.float64 else 2e-5
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_row_sums_and_layer_norm_equal_the_interpreter(n):
+    _check(_graph((5, n)), _rows(5, n, "float32", n))
+
+
+@pytest.mark.parametrize("n", (15, 16, 17, 300))
+def test_float64_rows_sum_in_their_own_blocks(n):
+    _check(_graph((3, n), "float64"), _rows(3, n, "float64", n))
+
+
+def test_symbolic_rows_and_several_threads():
+    g = _graph(("N", "D"))
+    for n in (1, 31, 32, 33, 500):
+        for threads in (1, 2):
+            _check(g, _rows(9, n, "float32", n), threads)
+
+
+def _kernel(source: str) -> str:
+    return source[re.search(r"/\* k\d+_", source).start() :]
+
+
+def test_long_rows_sum_in_blocks_and_hint_the_next_row():
+    kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 300))))))
+    assert kernel.count("_p[32] = {0};") == 3  # the total and layer norm's two sums
+    assert "for (int64_t j = r" in kernel  # 300 is not whole blocks: a tail loop
+    assert len(re.findall(r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 300\) \* 4, 300 \* 4\);", kernel)) == 1
+
+
+def test_short_rows_and_integer_sums_keep_the_plain_loop():
+    short = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 48))))))
+    assert "_p[" not in short and "mdsl_prefetch(" not in short
+    with mdsl.Graph("int_sums") as g:
+        g.output(ops.reduce_sum(g.input("x", (4, 1000), dtype="int32"), axes=(-1,)), "total")
+    assert "_p[" not in _kernel(render_c(build_plan(mdsl.optimize(g))))
+
+
+def test_a_softmax_without_its_helper_keeps_storing_exp_as_it_sums():
+    """float64 rows take the generic loops, whose sum writes exp(x - max) into the output
+    row (one read, one write): that sum is not blocked, or the stores would be lost."""
+    with mdsl.Graph("softmax64") as g:
+        g.output(ops.softmax(g.input("x", (5, 300), dtype="float64"), axis=-1), "y")
+    _check(g, _rows(5, 300, "float64", 1))

@@ -64,6 +64,11 @@ class Contender:
 
 
 BLOCK_S = 0.01  # a contender's block of calls in one round, at least one call
+# Untimed calls before a block after the settling sleep (at least one): on a 2-vCPU
+# virtual machine the host lends the idle processor out during the sleep, gives it back
+# late (7 ms) and takes it once more right after (4 ms); one untimed call left the second
+# wake-up in the block, and a block of 10 ms of 40 us calls then read 1.5-2x slow
+WAKE_S = 0.01
 
 
 def side_by_side(
@@ -72,8 +77,8 @@ def side_by_side(
     """Each contender's median seconds per call, the contenders taking turns: in every
     round each runs a block of about BLOCK_S of calls, the round's order rotating. Before
     a block: `settle_s` of sleep (at 2+ threads the last contender's pool still spins and
-    takes a core: ORT's worker spins about 50 ms of CPU time after a run) and then an
-    untimed call (waking the contender's own pool). The rounds take about `budget_s` per
+    takes a core: ORT's worker spins about 50 ms of CPU time after a run) and then
+    WAKE_S of untimed calls, at least one (waking the contender's own pool). The rounds take about `budget_s` per
     contender, at least 3-7 of them (fewer for slow calls). Each contender's first calls,
     which size its blocks, come after `settle_s` of sleep too: an mdsl-c executable's
     first calls choose its team size, and at 2 threads without the sleep they met ORT's,
@@ -85,8 +90,8 @@ def side_by_side(
         _warm(c.call)
         once[name] = max(_timed(c.call), 1e-9)
     number = {name: max(1, int(BLOCK_S / t)) for name, t in once.items()}
-    wake = 1 if settle_s else 0
-    per_round = sum((number[n] + wake) * once[n] + settle_s for n in contenders)
+    wake = {name: (max(1, int(WAKE_S / t)) if settle_s else 0) for name, t in once.items()}
+    per_round = sum((number[n] + wake[n]) * once[n] + settle_s for n in contenders)
     slowest = max(once.values())
     least = 3 if slowest > 1.0 else 5 if slowest > 0.1 else 7
     rounds = min(max(int(budget_s * len(contenders) / per_round), least), 400)
@@ -97,7 +102,7 @@ def side_by_side(
             c = contenders[name]
             time.sleep(settle_s)
             c.prepare()
-            for _ in range(wake):
+            for _ in range(wake[name]):
                 c.call()
             start = time.perf_counter()
             for _ in range(number[name]):

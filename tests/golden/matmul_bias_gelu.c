@@ -283,11 +283,15 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      at 1 thread). The choice's recent median keeps it, and so do the credit's costs:
      a caller whose pauses make every team call pay one gets one thread;
    - a call after a pause of the caller's (longer than MDSL_TEAM_PAUSE and than its last
-     call) found its caches cold and its team asleep, whichever size runs it: it neither
-     joins the choice's times nor judges a probe (which goes on with the next call), but
-     a probe's cost counts. Unless pauses are the caller's norm (MDSL_TEAM_PAUSED_NORM
-     such calls in a row): make bench's rounds pause before each contender's block, and
-     a probe of the team that met the first call of a block lost, 1.4x slow from cold;
+     call) found its caches cold and its team asleep, whichever size runs it, and so may
+     the next (MDSL_TEAM_COLD_CALLS: a host that gave the idle virtual processor back
+     late took it once more right after, 7 ms and then 4 ms for calls of 40 us): they
+     neither join the choice's times nor judge a probe (which goes on with the next
+     call), but a probe's cost counts. Unless such calls are the caller's norm
+     (MDSL_TEAM_PAUSED_NORM of them in a row): make bench's rounds pause before each
+     contender's block, and a probe of the team that met the first call of a block lost,
+     1.4x slow from cold; a 40 us call whose team the host had taken back made a probe
+     of one thread win, whose cost then kept the team off for thousands of calls;
    - a whole-team call that has lost already runs its remaining kernels on one thread:
      mdsl_team_checkpoint, between two kernels, ends the team once the call has taken
      longer than its deadline (mdsl_team_deadline: a probe's, the time it had to beat; the
@@ -320,6 +324,7 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_HINT_SKIPS_MAX 48
 #define MDSL_TEAM_PAUSE 1e-3
 #define MDSL_TEAM_PAUSED_NORM 4
+#define MDSL_TEAM_COLD_CALLS 2
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -344,7 +349,8 @@ typedef struct {
     double probed_at;                  /* when the last probe ended */
     double credit, credit_at;          /* seconds probes may still cost; when it last grew */
     double busy;                       /* seconds spent in calls: the policy's clock */
-    int paused_row;                    /* calls in a row after a pause of the caller's */
+    int cold_left;                     /* calls after a pause still cold, after this one */
+    int cold_row;                      /* calls in a row that were cold (mdsl_team_record) */
     int last_team;                     /* the last call's team size (its workers may spin) */
 } mdsl_team_policy;
 
@@ -460,9 +466,11 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
     const int64_t call = p->calls++;
     const double factor = team == 1 ? MDSL_TEAM_MARGIN : 1.0;
     const double t = seconds * factor, work = (seconds - wake) * factor;
-    p->paused_row = paused ? p->paused_row + 1 : 0;
+    const int near_pause = paused || p->cold_left > 0;
+    p->cold_left = paused ? MDSL_TEAM_COLD_CALLS - 1 : p->cold_left - (p->cold_left > 0);
     p->last_team = team;
-    const int cold = paused && p->paused_row < MDSL_TEAM_PAUSED_NORM;
+    p->cold_row = near_pause ? p->cold_row + 1 : 0;
+    const int cold = near_pause && p->cold_row < MDSL_TEAM_PAUSED_NORM;
     if (call >= 4) {
         const double cap = MDSL_TEAM_CREDIT_CALLS * mdsl_team_recent(p);
         p->credit += MDSL_TEAM_PROBE_SHARE * (now - p->credit_at);

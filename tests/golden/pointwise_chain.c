@@ -294,6 +294,7 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      choice's, twice one thread's time). Under load that caps a lost probe at about two
      calls on one thread plus the kernel in flight, where the whole call on the team took
      10-100 calls' time. */
+#include <stdio.h>
 #ifdef __linux__
 #include <fcntl.h>
 #include <unistd.h>
@@ -663,11 +664,32 @@ static void mdsl_team_checkpoint(mdsl_team_call *call) {
 #endif
     }
 }
+/* With MDSL_TEAM_TRACE=1 in the environment, a line on stderr per call: its team size,
+   seconds, wake-up and pause, then the policy's state after it. The library's policy is
+   named by its address (one per loaded library). Without such a record, why make bench
+   ran a workload on one thread at 2 threads took two sessions to find. */
+static void mdsl_team_trace(const mdsl_team_call *call) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *env = getenv("MDSL_TEAM_TRACE");
+        enabled = env && env[0] && strcmp(env, "0") != 0;
+    }
+    if (!enabled) return;
+    const mdsl_team_policy *p = &mdsl_team_state;
+    fprintf(stderr,
+            "mdsl team %p call %lld: team %d took %.1f us (wake %.1f us)%s; choice %d, "
+            "recent %.1f us, other %.1f us, credit %.1f us, probe call %d, next probe %lld\n",
+            (const void *)p, (long long)p->calls, call->team, mdsl_team_took * 1e6,
+            call->wake * 1e6, call->paused ? " after a pause" : "", p->choice,
+            mdsl_team_recent(p) * 1e6, p->other * 1e6, p->credit * 1e6, p->probe_calls,
+            (long long)p->next_probe);
+}
 static void mdsl_team_end(const mdsl_team_call *call) {
     if (call->team < 0) return;
     mdsl_team_ended = mdsl_clock();
     mdsl_team_took = mdsl_team_ended - call->t0;
     mdsl_team_spent(&mdsl_team_state, call->team, mdsl_team_took, call->wake, call->paused);
+    mdsl_team_trace(call);
 }
 
 typedef int (*mdsl_callback_t)(int index, void **buffers);

@@ -1,5 +1,6 @@
 """The C backend's output pool: large outputs reuse the memory of results the caller
-dropped, and never memory the caller still holds (whole arrays, views, tensors, feeds)."""
+dropped, and never memory the caller still holds (whole arrays, views, tensors, feeds);
+pooled outputs and small constants start at a cache line."""
 
 from __future__ import annotations
 
@@ -115,3 +116,15 @@ def test_pooled_outputs_start_at_a_cache_line(exe):
     held.append(exe(x=_feed(9.0))["y"])
     assert [y.ctypes.data % 64 for y in held] == [0, 0, 0]
     assert np.all(held[-1] == 19.0)
+
+
+def test_small_constants_are_copied_to_a_cache_line_and_large_ones_are_not():
+    from mdsl.targets.c.backend import SMALL_CONSTANT_BYTES, _constant
+
+    small = np.arange(769, dtype=np.float32)[1:]  # 4 bytes into its buffer
+    got = _constant(small)
+    assert got.ctypes.data % 64 == 0 and np.array_equal(got, small) and got.dtype == small.dtype
+    large = np.ones(SMALL_CONSTANT_BYTES // 4 + 1, np.float32)[1:]
+    assert np.shares_memory(_constant(large), large)  # a model's weights are not held twice
+    empty = np.empty((0, 3), np.float64)
+    assert _constant(empty).shape == (0, 3)

@@ -132,7 +132,7 @@ class CVariant:
         self.lib = _load_library(self.library_path)
         self._lib_id, self._threads_wanted = id(self.lib), int(self.threads or 0)
         self._use_threads(self.lib)
-        self._consts = [np.ascontiguousarray(c) for c in self.plan.constants]
+        self._consts = [_constant(c) for c in self.plan.constants]
         self._const_ptrs = _FFI.new("void *[]", [_ptr(c) for c in self._consts] or [_FFI.NULL])
         self._callback = _FFI.callback("int(int, void **)", self._on_callback)
         self._shapes = (
@@ -377,6 +377,24 @@ def _static_output(name: str, t) -> tuple[str, tuple[int, ...], np.dtype, bool]:
     """A static output's name, shape, dtype and whether its memory comes from the pool."""
     shape = tuple(int(d) for d in t.shape)
     return name, shape, t.dtype.np, pooled(shape, t.dtype.np)
+
+
+SMALL_CONSTANT_BYTES = 1 << 20
+
+
+def _constant(c: np.ndarray) -> np.ndarray:
+    """A constant as the kernels read it: contiguous, and a small one (a layer norm's
+    gamma, a bias) at a cache line's start, where numpy's arrays often are not (a layer
+    norm over [4096, 768] took 1-2.6% longer with gamma 48 bytes in). Large ones stay
+    where they are: a copy would hold a model's weights twice."""
+    c = np.ascontiguousarray(c)
+    if c.nbytes >= SMALL_CONSTANT_BYTES or c.ctypes.data % ALIGN == 0 or c.dtype.hasobject:
+        return c
+    raw = np.empty(c.nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    aligned = raw[start : start + c.nbytes].view(c.dtype).reshape(c.shape)
+    aligned[...] = c
+    return aligned
 
 
 def _ptr(array: np.ndarray):

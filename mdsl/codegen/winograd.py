@@ -26,11 +26,22 @@ On a Zen 3 core (AVX2, where oneDNN runs its avx2 brgconv and the kernel 8-float
 vectors) the same rule holds: 32 channels on 56x56 0.81 / 0.90, 64 on 56x56 0.71 / 0.71
 (batch 8 at 2 threads 0.87), 128 on 28x28 0.88 / 0.68, 48 on 27x27 0.79 / 0.82, 64 to 256
 on 27x27 0.78 at 2 threads.
+A convolution inside that rule still keeps oneDNN's kernel where Winograd is not
+expected to win (`expected_ratio`): a 2x2 tile past an odd edge computes outputs that are
+thrown away (13x13 outputs take 14x14's work), and transformed weights well past a Zen 3
+core's 512 KiB of L2 stream again for each strip of tiles (576 KiB still ran as fast as
+smaller ones, 1 MiB did not; the line is drawn at 768 KiB). On that core, Winograd's time /
+oneDNN's (thread CPU time, medians of 40 interleaved calls): 64 -> 256 channels on 13x13
+1.12 (SqueezeNet's fire8 and fire9, 705 against 556 us), 64 -> 256 on 27x27 0.99, 128
+-> 128 on 14x14 0.95, 48 -> 192 on 13x13 0.82, 64 -> 64 on 13x13 0.84, 128 -> 32 on 7x7
+1.02; each is about 0.78 (weights within 768 KiB) or 0.95 (past it) times the edge
+tiles' extra work.
 `MDSL_WINOGRAD=0` keeps oneDNN's direct kernel everywhere.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -41,6 +52,8 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 MIN_CHANNELS = 32
 MAX_PAIRS = 128 * 128  # input x output channels: 16 points x 4 bytes each, 1 MiB
 POST_OPS = ("relu", "clip", "sum")
+LARGE_PAIRS = 96 * 128  # channel pairs past which the transformed weights exceed 768 KiB
+MAX_EXPECTED_RATIO = 1.0  # Winograd where its time is expected below oneDNN's
 
 
 def enabled() -> bool:
@@ -76,7 +89,26 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
         and all(op[0] in POST_OPS for op in k.post_ops)
         and probe.src_layout == probe.dst_layout == "acdb"
         and probe.same_layouts
+        and expected_ratio(k) < MAX_EXPECTED_RATIO
     )
+
+
+def expected_ratio(k: kir.Conv) -> float:
+    """Winograd's time over oneDNN's direct kernel for `k`, as measured on a Zen 3 core
+    (the module's doc): 0.78, or 0.95 with weights past 768 KiB, times the work of the
+    2x2 tiles over the outputs they keep.
+
+    >>> from types import SimpleNamespace as K
+    >>> round(expected_ratio(K(c=64, cout=256, oh=13, ow=13)), 2)  # SqueezeNet's fire9
+    1.1
+    >>> round(expected_ratio(K(c=48, cout=192, oh=13, ow=13)), 2)
+    0.9
+    >>> round(expected_ratio(K(c=64, cout=64, oh=56, ow=56)), 2)  # ResNet's
+    0.78
+    """
+    tiles = 4 * math.ceil(k.oh / 2) * math.ceil(k.ow / 2)
+    base = 0.95 if k.c * k.cout > LARGE_PAIRS else 0.78
+    return base * tiles / (k.oh * k.ow)
 
 
 def transformed_weights(w: np.ndarray) -> np.ndarray:

@@ -21,6 +21,13 @@ pytestmark = pytest.mark.skipif(
 WINOGRAD = "computed as Winograd F(2x2, 3x3)"
 
 
+@pytest.fixture(autouse=True)
+def any_expected_ratio(monkeypatch):
+    """The kernel's cases are small and odd on purpose (edges, strips cut short), where
+    the cost rule (`winograd.expected_ratio`) would keep oneDNN: here it does not."""
+    monkeypatch.setattr(winograd, "MAX_EXPECTED_RATIO", float("inf"))
+
+
 def _rand(*shape, scale=1.0):
     return (scale * RNG.standard_normal(shape)).astype(np.float32)
 
@@ -178,3 +185,19 @@ def test_transformed_weights_give_the_direct_convolution_of_one_tile():
     got = at @ (u * (bt @ d @ bt.T)) @ at.T
     direct = [[np.sum(d[i : i + 3, j : j + 3] * g) for j in range(2)] for i in range(2)]
     np.testing.assert_allclose(got, direct, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "cin, cout, winograd_expected", [(64, 256, False), (48, 192, True)], ids=["1MiB", "576KiB"]
+)
+def test_the_cost_rule_keeps_onednn_where_edge_tiles_and_large_weights_cost_more(
+    monkeypatch, cin, cout, winograd_expected
+):
+    """13x13 outputs take 14x14's tiles: with 1 MiB of transformed weights Winograd was
+    1.12x oneDNN's time there (SqueezeNet's fire9), with 576 KiB 0.82x."""
+    monkeypatch.setattr(winograd, "MAX_EXPECTED_RATIO", 1.0)
+    x, w = _rand(1, cin, 13, 13), _rand(cout, cin, 3, 3, scale=(9 * cin) ** -0.5)
+    g = _conv_graph(x.shape, w, None, "relu")
+    exe = mdsl.compile(g, "c", threads=1)
+    assert (WINOGRAD in _source(exe)) == winograd_expected
+    np.testing.assert_allclose(exe(x=x)["y"], _torch(x, w, None, "relu"), rtol=1e-5, atol=1e-5)

@@ -392,7 +392,61 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
     for store, view in zip(k.stores, views[len(load_names) :]):
         value = r.render_as(store.value, store.access.dtype)
         body.append(_store(view, flat_index(view, idx), value))
-    return _loop_nest([d for d, _ in dims], idx, body, math.prod(k.shape))
+    sizes = [d for d, _ in dims]
+    if _transposes(sizes, views[: len(load_names)]):
+        return _tiled_loop_nest(sizes, idx, body, math.prod(k.shape))
+    return _loop_nest(sizes, idx, body, math.prod(k.shape))
+
+
+# A loop nest whose innermost loop reads an input down a column (a stride of many elements)
+# and that input's rows along the loop outside it, as a transpose does, runs in square
+# tiles of this many elements a side: each cache line read is used whole while in L1.
+# SegFormer's [3136, 128] -> [128, 3136] took 0.68 ms untiled (a line read for every
+# float, from L3) and 0.19 ms in tiles of 32 (tiles of 8: 0.23, 16: 0.21, 64: 0.19; Zen 3)
+TRANSPOSE_TILE = 32
+
+
+def _transposes(sizes: list, loads: list[kir.Access]) -> bool:
+    """Whether the last two of the loop nest's static `sizes` read some input as a
+    transpose: down a column of it in the innermost loop, along its rows in the next."""
+    if len(sizes) < 2 or not all(isinstance(n, int) for n in sizes[-2:]):
+        return False
+    if min(sizes[-2:]) < TRANSPOSE_TILE:
+        return False
+    return any(
+        a.strides[-2] == 1 and isinstance(a.strides[-1], int) and a.strides[-1] >= 16 for a in loads
+    )
+
+
+def _tiled_loop_nest(sizes: list[int], idx: list[str], body: list[str], total: int) -> str:
+    """`_loop_nest` with its last two loops in TRANSPOSE_TILE x TRANSPOSE_TILE tiles (the
+    first tile loop parallel when those are the only two)."""
+    t, (rows, cols), (r, c) = TRANSPOSE_TILE, sizes[-2:], idx[-2:]
+    outer = sizes[:-2]
+    tiles = [
+        f"for (int64_t {r}t = 0; {r}t < {rows}; {r}t += {t}) {{",
+        f"for (int64_t {c}t = 0; {c}t < {cols}; {c}t += {t}) {{",
+        f"for (int64_t {r} = {r}t; {r} < ({r}t + {t} < {rows} ? {r}t + {t} : {rows}); {r}++) {{",
+        "#pragma omp simd",
+        f"for (int64_t {c} = {c}t; {c} < ({c}t + {t} < {cols} ? {c}t + {t} : {cols}); {c}++) {{",
+    ]
+    lines = []
+    for level, (size, var) in enumerate(zip(outer, idx)):
+        pragma = _parallel(total, trips=size) if level == 0 else ""
+        lines += [INDENT * (level + 1) + pragma] if pragma else []
+        lines.append(f"{INDENT * (level + 1)}for (int64_t {var} = 0; {var} < {size}; {var}++) {{")
+    depth = len(outer)
+    if not outer:
+        pragma = _parallel(total, trips=-(-rows // t))
+        lines += [INDENT + pragma] if pragma else []
+    level = depth
+    for line in tiles:
+        lines.append(INDENT * (level + 1) + line)
+        level += line.endswith("{")
+    lines += [INDENT * (level + 1) + line for line in body]
+    for closing in reversed(range(level)):
+        lines.append(INDENT * (closing + 1) + "}")
+    return "\n".join(lines)
 
 
 PARALLEL_MIN = 32768  # elements below which a loop stays on one thread (no OpenMP entry cost)

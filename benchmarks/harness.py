@@ -78,11 +78,12 @@ def side_by_side(
     round each runs a block of about BLOCK_S of calls, the round's order rotating. Before
     a block: `settle_s` of sleep (at 2+ threads the last contender's pool still spins and
     takes a core: ORT's worker spins about 50 ms of CPU time after a run) and then
-    WAKE_S of untimed calls, at least one (waking the contender's own pool). The rounds take about `budget_s` per
-    contender, at least 3-7 of them (fewer for slow calls). Each contender's first calls,
-    which size its blocks, come after `settle_s` of sleep too: an mdsl-c executable's
-    first calls choose its team size, and at 2 threads without the sleep they met ORT's,
-    torch's and OpenBLAS's pools still spinning, and chose one thread."""
+    WAKE_S of untimed calls, at least one (waking the contender's own pool). The rounds
+    take about `budget_s` per contender, at least 3-7 of them (fewer for slow calls).
+    Each contender's first calls, which size its blocks, come after `settle_s` of sleep
+    too: an mdsl-c executable's first calls choose its team size, and at 2 threads
+    without the sleep they met ORT's, torch's and OpenBLAS's pools still spinning, and
+    chose one thread."""
     once = {}
     for name, c in contenders.items():
         time.sleep(settle_s)

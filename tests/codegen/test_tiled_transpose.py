@@ -48,3 +48,11 @@ def test_small_and_contiguous_loops_are_not_tiled():
     with mdsl.Graph("plain") as g:
         g.output(g.input("x", (256, 256)) * 2.0, "y")
     assert f"+= {TRANSPOSE_TILE})" not in render_c(build_plan(mdsl.optimize(g)))
+
+
+def test_a_symbolic_outer_dim_stays_outside_the_tiles():
+    g = _graph(("N", 100, 70), (0, 2, 1), "float32")
+    exe = mdsl.compile(g, "c", threads=2)
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 100, 70)).astype(np.float32)
+        np.testing.assert_array_equal(exe(x=x)["y"], x.transpose(0, 2, 1))

@@ -404,6 +404,7 @@ def _pointwise_body(plan: Plan, k: kir.Pointwise) -> str:
 # SegFormer's [3136, 128] -> [128, 3136] took 0.68 ms untiled (a line read for every
 # float, from L3) and 0.19 ms in tiles of 32 (tiles of 8: 0.23, 16: 0.21, 64: 0.19; Zen 3)
 TRANSPOSE_TILE = 32
+TRANSPOSE_MIN_STRIDE = 16  # elements: a float32 cache line, so each innermost read is a new line
 
 
 def _transposes(sizes: list, loads: list[kir.Access]) -> bool:
@@ -414,7 +415,10 @@ def _transposes(sizes: list, loads: list[kir.Access]) -> bool:
     if min(sizes[-2:]) < TRANSPOSE_TILE:
         return False
     return any(
-        a.strides[-2] == 1 and isinstance(a.strides[-1], int) and a.strides[-1] >= 16 for a in loads
+        a.strides[-2] == 1
+        and isinstance(a.strides[-1], int)
+        and a.strides[-1] >= TRANSPOSE_MIN_STRIDE
+        for a in loads
     )
 
 
@@ -434,7 +438,8 @@ def _tiled_loop_nest(sizes: list[int], idx: list[str], body: list[str], total: i
     for level, (size, var) in enumerate(zip(outer, idx)):
         pragma = _parallel(total, trips=size) if level == 0 else ""
         lines += [INDENT * (level + 1) + pragma] if pragma else []
-        lines.append(f"{INDENT * (level + 1)}for (int64_t {var} = 0; {var} < {size}; {var}++) {{")
+        loop = f"for (int64_t {var} = 0; {var} < {render_dim(size)}; {var}++) {{"
+        lines.append(INDENT * (level + 1) + loop)
     depth = len(outer)
     if not outer:
         pragma = _parallel(total, trips=-(-rows // t))
@@ -630,7 +635,7 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
 
 # Rows of at least this many bytes, read in several passes, have the next one hinted into
 # the cache (`mdsl_prefetch`): layer norm over [4096, 768] took 1.19 ms with the hint and
-# 1.36 without (one core, Zen 3); softmax's rows of 128 floats gained nothing
+# 1.37 without (one core, Zen 3); softmax's rows of 128 floats gained nothing
 PREFETCH_MIN_BYTES = 1024
 
 

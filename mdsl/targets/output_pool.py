@@ -42,6 +42,18 @@ KEEP = 2  # buffers kept per output: the caller may hold the previous result mea
 ALIGN = 64
 
 
+def cache_line_view(raw: np.ndarray, nbytes: int) -> np.ndarray:
+    """The `nbytes` of uint8 array `raw` (ALIGN bytes longer than that) from its first
+    cache line's start on."""
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + nbytes]
+
+
+def cache_line_empty(nbytes: int) -> np.ndarray:
+    """`nbytes` of new uint8 memory starting at a cache line."""
+    return cache_line_view(np.empty(nbytes + ALIGN, np.uint8), nbytes)
+
+
 def _refs(bases: list, i: int) -> int:
     return sys.getrefcount(bases[i])
 
@@ -73,8 +85,7 @@ class OutputPool:
             base = np.empty(nbytes + ALIGN, np.uint8)
             bases.insert(0, base)
             del bases[KEEP:]  # a held buffer dropped here is the caller's alone now
-        start = -base.ctypes.data % ALIGN
-        return base[start : start + nbytes].view(dtype).reshape(shape)
+        return cache_line_view(base, nbytes).view(dtype).reshape(shape)
 
     @staticmethod
     def _unheld(bases: list[np.ndarray], nbytes: int) -> np.ndarray | None:

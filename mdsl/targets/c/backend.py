@@ -27,7 +27,7 @@ from mdsl.ops.dynamic import dynamic_symbols
 from mdsl.targets.c._abi_ffi import ffi as _FFI  # the entry points (mdsl.targets.c.abi)
 from mdsl.targets.c.conv import onednn_link_args, uses_onednn
 from mdsl.targets.c.custom import libraries, link_args
-from mdsl.targets.output_pool import OutputPool, pooled
+from mdsl.targets.output_pool import OutputPool, cache_line_empty, pooled
 from mdsl.targets.python.control_flow import run_data_dependent
 from mdsl.targets.python.interpreter import bind_value_dims
 from mdsl.targets.python.kernels import node_kernel
@@ -390,9 +390,7 @@ def _constant(c: np.ndarray) -> np.ndarray:
     c = np.ascontiguousarray(c)
     if c.nbytes >= SMALL_CONSTANT_BYTES or c.ctypes.data % ALIGN == 0 or c.dtype.hasobject:
         return c
-    raw = np.empty(c.nbytes + ALIGN, np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    aligned = raw[start : start + c.nbytes].view(c.dtype).reshape(c.shape)
+    aligned = cache_line_empty(c.nbytes).view(c.dtype).reshape(c.shape)
     aligned[...] = c
     return aligned
 

@@ -40,6 +40,7 @@ from mdsl.targets.c.custom import call_status, render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
+from mdsl.targets.c.pool_rows import separable_pool_lines
 
 INDENT = "    "
 
@@ -1248,9 +1249,9 @@ def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:
 
 
 def _pool_body(plan: Plan, k: kir.Pool) -> str:
-    """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1): a
-    row of outputs at a time (`_pool_row_lines`) when the last axis is static, else one
-    output at a time."""
+    """Max or average pooling over 2 or 3 spatial dims (1-D comes as 2-D of height 1): one
+    axis at a time (`pool_rows`) for a static 2-D window, else a row of outputs at a time
+    (`_pool_row_lines`) when the last axis is static, else one output at a time."""
     if k.layout:
         return onednn_pool_body(k)
     rank = len(k.in_spatial)
@@ -1264,6 +1265,10 @@ def _pool_body(plan: Plan, k: kir.Pool) -> str:
         f"for (int64_t nc = 0; nc < {render_dim(k.n * k.c)}; nc++) {{",
         f"{INDENT}const float *x = {k.x} + nc * {math.prod(k.in_spatial)};",
     ]
+    separable = separable_pool_lines(k)
+    if separable:
+        lines += [INDENT + x for x in separable] + ["}"]
+        return "\n".join(INDENT + x for x in lines)
     rows = _pool_row_lines(k, windows)
     depth = 1
     for a, n in zip(axes[:-1] if rows else axes, k.out_spatial):

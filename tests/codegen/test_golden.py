@@ -1,4 +1,4 @@
-"""Golden files: the generated C of three small graphs (tests/golden/graphs.py), kept as
+"""Golden files: the generated C of small graphs (tests/golden/graphs.py), kept as
 tests/golden/<graph>.c, so a change to lowering, templates or rendering shows as a diff.
 
 After an intended change, regenerate and review:
@@ -71,6 +71,7 @@ EXPECTED_KERNELS = {
     "softmax": [("row reduction", ["Softmax"])],
     "layer_norm": [("row reduction", ["LayerNormalization"])],
     "matmul_bias_gelu": [("GEMM + epilogue", ["Gemm", "Gelu"])],  # MatMul+Add: Gemm
+    "conv_relu": [("convolution (packed weights) + epilogue", ["Conv", "Relu"])],
 }
 
 

@@ -58,9 +58,21 @@ def matmul_bias_gelu() -> mdsl.Graph:
     return g
 
 
+def conv_relu() -> mdsl.Graph:
+    """A lone 1x1 convolution, then ReLU: mdsl's convolution on weights packed at plan time
+    (oneDNN takes only convolutions chained to others), ReLU stored with each row."""
+    with mdsl.Graph("golden_conv_relu") as g:
+        x = g.input("x", (1, 16, 7, 7))
+        w = g.const("w", _values(24, 16, 1, 1, seed=7))
+        bias = g.const("bias", _values(24, seed=8))
+        g.output(ops.relu(ops.conv2d(x, w, bias)), "y")
+    return g
+
+
 GRAPHS = {
     "pointwise_chain": pointwise_chain,
     "softmax": softmax,
     "layer_norm": layer_norm,
     "matmul_bias_gelu": matmul_bias_gelu,
+    "conv_relu": conv_relu,
 }

@@ -37,6 +37,10 @@ DEPTHWISE = [
     (4, 12, 3, 2, 0, 1),
     (3, 13, 3, 1, 2, 2),
     (7, 7, 7, 3, 3, 1),
+    (4, 14, 7, 1, 3, 1),  # ConvNeXt's 7x7 on a narrow plane: summed on the padded grid
+    (3, 40, 3, 1, 1, 1),  # 40 wide: a vector loop per output row
+    (5, 15, 3, 2, 2, 2),  # stride 2, dilated: every tap in the even columns
+    (3, 17, 5, 2, 2, 1),  # stride 2, an odd padded width
     (2, 260, 3, 1, 1, 1),  # a plane too large for the stack: the row-buffer kernel
 ]
 
@@ -61,6 +65,9 @@ def test_depthwise_conv_with_bias_and_relu6_equals_torch(case):
     assert "Depthwise convolution, direct" not in _kernel_source(exe)  # docstring, not C
     direct = "zero-padded:" if size < 256 else "float row["
     assert direct in _kernel_source(exe)  # a direct kernel ran, not im2col
+    on_grid = stride == 1 and size + 2 * pad - dil * (k - 1) < 32  # output narrower than 32
+    assert ("sums[p] =" in _kernel_source(exe)) == on_grid
+    assert ("phase1[" in _kernel_source(exe)) == (stride == 2 and size < 256)  # split columns
     expect = F.conv2d(
         torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), stride, pad, dil, c
     ).clamp(0, 6)

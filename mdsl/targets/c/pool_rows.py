@@ -86,7 +86,8 @@ def _interior(size: int, n: int, kk: int, s: int, p: int, d: int) -> tuple[int, 
     return lo, max(lo, hi)
 
 
-def _plus(offset: int) -> str:
+def signed_offset(offset: int) -> str:
+    """An index's offset as C text after the index: `ox` + " + 2", " - 1" or ""."""
     return f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else ""
 
 
@@ -132,7 +133,7 @@ def _row_pass(k: kir.Pool) -> list[str]:
     lo, hi = _row_interior(k)
     if hi > lo:
         stride = "ox" if sw == 1 else f"{sw} * ox"
-        taps = [f"xrow[{stride}{_plus(t * dw - pw)}]" for t in range(kw)]
+        taps = [f"xrow[{stride}{signed_offset(t * dw - pw)}]" for t in range(kw)]
         lines += [
             "#pragma omp simd",
             f"for (int64_t ox = {lo}; ox < {hi}; ox++) {{",
@@ -167,7 +168,7 @@ def _column_pass(k: kir.Pool) -> list[str]:
         f"const int64_t top = (oy * {sh} - {ph}) * {ow};  /* the window's first row in rows */",
         f"float *dst = {k.out} + (nc * {oh} + oy) * {ow};",
     ]
-    taps = [f"rows[top{_plus(t * dh * ow)} + ox]" for t in range(kh)]
+    taps = [f"rows[top{signed_offset(t * dh * ow)} + ox]" for t in range(kh)]
     lines += [
         f"if (y1 - y0 == {kh}) {{  /* the whole window inside the input */",
         f"{INDENT}#pragma omp simd",

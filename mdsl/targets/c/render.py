@@ -40,7 +40,7 @@ from mdsl.targets.c.custom import call_status, render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
-from mdsl.targets.c.pool_rows import separable_pool_lines
+from mdsl.targets.c.pool_rows import separable_pool_lines, signed_offset
 
 INDENT = "    "
 
@@ -1196,38 +1196,69 @@ def _padded_plane_fits(k: kir.Conv) -> bool:
     return hp * wp <= DEPTHWISE_PLANE_MAX and k.kh * k.kw <= DEPTHWISE_TAPS_MAX
 
 
+DEPTHWISE_FLAT_MAX_WIDTH = 32  # narrower stride-1 outputs are summed on the padded grid
+
+
+def _tap_sum(k: kir.Conv, tap) -> str:
+    """The sum of the window's weighted taps (`tap(i, j)` reads kernel row i, column j):
+    a sum per kernel row, the rows' sums added pairwise. Written as one chain, each
+    multiply-add waited for the last: 49 of them for a 7x7 window, which took 563 us
+    for 768 channels of 7 x 7 and takes 318 us as rows (one Zen 3 core)."""
+
+    def pairwise(parts: list[str]) -> str:
+        if len(parts) == 1:
+            return parts[0]
+        half = len(parts) // 2
+        return f"({pairwise(parts[:half])}) + ({pairwise(parts[half:])})"
+
+    rows = [" + ".join(f"w{i}_{j} * {tap(i, j)}" for j in range(k.kw)) for i in range(k.kh)]
+    return pairwise(rows)
+
+
 def _depthwise_padded_body(k: kir.Conv) -> str:
     """Depthwise convolution, direct: each channel plane is copied into a zero-padded
     plane on the stack, then every output is one sum of the kernel's taps (written out,
-    weights in registers) with its epilogue, in a vector loop over the output row."""
-    (sh, sw), (ph, pw), (dh, dw) = k.stride, k.pad, k.dilation
+    weights in registers) with its epilogue, in a vector loop over the output row; or,
+    for a narrow stride-1 output, over the whole padded grid first (`_grid_sum_lines`)."""
+    (ph, pw), taps = k.pad, k.kh * k.kw
     hp, wp = _padded_extent(k)
-    taps = [(i, j) for i in range(k.kh) for j in range(k.kw)]
     planes = k.n * k.c
-    rows = min(k.h, hp - ph)
-    cols = min(k.w_in, wp - pw)
-    terms = " + ".join(f"w{i}_{j} * r{i}[ox * {sw} + {j * dw}]" for i, j in taps)
+    rows, cols = min(k.h, hp - ph), min(k.w_in, wp - pw)
     lines = [
-        _parallel(planes * k.oh * k.ow * len(taps), "parallel for schedule(static)")
+        _parallel(planes * k.oh * k.ow * taps, "parallel for schedule(static)")
         or "/* small: one thread */",
         f"for (int64_t plane = 0; plane < {render_dim(planes)}; plane++) {{",
         f"{INDENT}const int64_t n = plane / {k.c}, co = plane % {k.c};",
         f"{INDENT}const float *xc = {k.x} + plane * {k.h * k.w_in};",
-        f"{INDENT}const float *wc = {k.w} + co * {len(taps)};",
+        f"{INDENT}const float *wc = {k.w} + co * {taps};",
         f"{INDENT}float xp[{hp * wp}];  /* the plane, zero-padded: {hp} x {wp} */",
         f"{INDENT}memset(xp, 0, sizeof(xp));",
         f"{INDENT}for (int64_t iy = 0; iy < {rows}; iy++)",
         f"{INDENT * 2}memcpy(xp + (iy + {ph}) * {wp} + {pw}, xc + iy * {k.w_in}, sizeof(float) * {cols});",
-        *(f"{INDENT}const float w{i}_{j} = wc[{i * k.kw + j}];" for i, j in taps),
-        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
         *(
-            f"{INDENT * 2}const float *r{i} = xp + (oy * {sh} + {i * dh}) * {wp};"
+            f"{INDENT}const float w{i}_{j} = wc[{i * k.kw + j}];"
             for i in range(k.kh)
+            for j in range(k.kw)
         ),
+    ]
+    on_grid = k.stride == (1, 1) and k.ow < DEPTHWISE_FLAT_MAX_WIDTH
+    phases = k.stride[1] == 2
+    lines += [INDENT + x for x in (_grid_sum_lines(k) if on_grid else [])]
+    lines += [INDENT + x for x in (_phase_split_lines(k) if phases else [])]
+    lines += [
+        f"{INDENT}for (int64_t oy = 0; oy < {k.oh}; oy++) {{",
+        *(INDENT * 2 + x for x in ([] if on_grid else _window_rows(k, phases))),
         f"{INDENT * 2}float *dst = {k.out} + (plane * {k.oh} + oy) * {k.ow};",
         f"{INDENT * 2}#pragma omp simd",
         f"{INDENT * 2}for (int64_t ox = 0; ox < {k.ow}; ox++) {{",
     ]
+    sw, dw = k.stride[1], k.dilation[1]
+    if on_grid:
+        terms = f"sums[oy * {wp} + ox]"
+    elif phases:  # column 2 ox + j dw: phase (j dw) % 2, index ox + (j dw) / 2
+        terms = _tap_sum(k, lambda i, j: f"r{i}_{j * dw % 2}[ox{signed_offset(j * dw // 2)}]")
+    else:
+        terms = _tap_sum(k, lambda i, j: f"r{i}[ox * {sw} + {j * dw}]")
     if k.epilogue is None:
         lines.append(f"{INDENT * 3}dst[ox] = {terms};")
     else:
@@ -1236,6 +1267,59 @@ def _depthwise_padded_body(k: kir.Conv) -> str:
         lines += [INDENT * 3 + x for x in inner]
     lines += [f"{INDENT * 2}}}", f"{INDENT}}}", "}"]
     return "\n".join(INDENT + x for x in lines)
+
+
+def _window_rows(k: kir.Conv, phases: bool) -> list[str]:
+    """Pointers to the padded rows the output row `oy`'s windows read (to both phases of
+    each, `phases`)."""
+    sh, dh, wp = k.stride[0], k.dilation[0], _padded_extent(k)[1]
+    if not phases:
+        return [f"const float *r{i} = xp + (oy * {sh} + {i * dh}) * {wp};" for i in range(k.kh)]
+    half = (wp + 1) // 2
+    return [
+        f"const float *r{i}_{p} = phase{p} + (oy * {sh} + {i * dh}) * {half};"
+        for i in range(k.kh)
+        for p in (0, 1)
+    ]
+
+
+def _phase_split_lines(k: kir.Conv) -> list[str]:
+    """The padded plane of a stride-2 convolution split into its even and odd columns,
+    so that each tap reads a phase contiguously (rows of (wp + 1) / 2 floats). Read in
+    place, each tap loaded every other float and shuffled the pairs apart: ShuffleNet's
+    3x3 stride 2 over 112 x 56 x 56 took 171 us."""
+    hp, wp = _padded_extent(k)
+    half, pairs = (wp + 1) // 2, wp // 2
+    lines = [
+        f"float phase0[{hp * half}], phase1[{hp * half}];  /* even and odd columns */",
+        f"for (int64_t r = 0; r < {hp}; r++) {{",
+        f"{INDENT}#pragma omp simd",
+        f"{INDENT}for (int64_t i = 0; i < {pairs}; i++) {{",
+        f"{INDENT * 2}phase0[r * {half} + i] = xp[r * {wp} + 2 * i];",
+        f"{INDENT * 2}phase1[r * {half} + i] = xp[r * {wp} + 2 * i + 1];",
+        f"{INDENT}}}",
+    ]
+    if wp % 2:
+        lines.append(f"{INDENT}phase0[r * {half} + {pairs}] = xp[r * {wp} + {wp - 1}];")
+    return [*lines, "}"]
+
+
+def _grid_sum_lines(k: kir.Conv) -> list[str]:
+    """The window sums of a stride-1 plane on the padded grid: output (oy, ox) at
+    oy * wp + ox, tap (i, j) at that plus i * dh * wp + j * dw, one vector loop over the
+    plane (the columns past the output's width computed and dropped). A 14-wide output
+    row is a vector and a remainder; ShuffleNet's 3x3 over 272 x 14 x 14 took 49 us as
+    rows and 36 on the grid, a 7x7 over 768 x 7 x 7 318 and 250 (one Zen 3 core); from
+    56 wide, rows were faster (94 against 109 us for 64 x 56 x 56)."""
+    dh, dw = k.dilation
+    wp = _padded_extent(k)[1]
+    terms = _tap_sum(k, lambda i, j: f"xp[p + {i * dh * wp + j * dw}]")
+    return [
+        f"float sums[{k.oh * wp}];  /* output (oy, ox) at oy * {wp} + ox */",
+        "#pragma omp simd",
+        f"for (int64_t p = 0; p < {(k.oh - 1) * wp + k.ow}; p++)",
+        f"{INDENT}sums[p] = {terms};",
+    ]
 
 
 def _conv_tile_rows(coutg: int, oh: int, ow: int, kdim: int) -> int:

@@ -78,8 +78,9 @@ def _init(k: kir.Pool) -> str:
     return "-INFINITY" if k.kind == "max" else "0.0f"
 
 
-def _interior(size: int, n: int, kk: int, s: int, p: int, d: int) -> tuple[int, int]:
-    """The outputs [lo, hi) of an axis whose every tap lies inside [0, n)."""
+def window_interior(size: int, n: int, kk: int, s: int, p: int, d: int) -> tuple[int, int]:
+    """The outputs [lo, hi) of an axis of `size` outputs whose every tap lies inside
+    [0, n): o * s - p >= 0 and o * s - p + (kk - 1) * d <= n - 1."""
     lo = min(-(-p // s), size)
     last = n - 1 - (kk - 1) * d + p
     hi = min(size, last // s + 1) if last >= 0 else 0
@@ -117,7 +118,7 @@ def _column_counts(k: kir.Pool) -> list[str]:
 
 def _row_interior(k: kir.Pool) -> tuple[int, int]:
     """The outputs [lo, hi) along x whose every tap lies inside the row."""
-    return _interior(
+    return window_interior(
         k.out_spatial[1], k.in_spatial[1], k.kernel[1], k.strides[1], k.pads[1], k.dilations[1]
     )
 

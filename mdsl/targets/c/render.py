@@ -40,7 +40,7 @@ from mdsl.targets.c.custom import call_status, render_call_body, render_preamble
 from mdsl.targets.c.expr import C_TYPES, LIBMVEC, WRAPPING, CExprRenderer, compute_type
 from mdsl.targets.c.indexed import render_indexed_body
 from mdsl.targets.c.onednn_matmul import onednn_matmul_body, uses_onednn_matmul
-from mdsl.targets.c.pool_rows import separable_pool_lines, signed_offset
+from mdsl.targets.c.pool_rows import separable_pool_lines, signed_offset, window_interior
 
 INDENT = "    "
 
@@ -1446,12 +1446,7 @@ def _pool_row_lines(k: kir.Pool, windows: list) -> list[str]:
     ow = k.out_spatial[-1]
     if not all(isinstance(v, int) for v in (w, kw, sw, pw, dw, ow)) or ow > _POOL_ROW_MAX:
         return []
-    # outputs whose every tap lies inside the input: o * sw - pw >= 0 and
-    # o * sw - pw + (kw - 1) * dw <= w - 1
-    lo = -(-pw // sw)
-    last = w - 1 - (kw - 1) * dw + pw
-    hi = min(ow, last // sw + 1) if last >= 0 else 0
-    lo, hi = min(lo, ow), max(min(lo, ow), hi)
+    lo, hi = window_interior(ow, w, kw, sw, pw, dw)
     init, update, result, flag = _pool_terms(k, windows, f"[o{ax}]")
     bounds, loops = _pool_outer_taps(windows)
     depth = len(loops)

@@ -1,7 +1,7 @@
 """Float sums over rows in C run in blocks of partial sums (independent vector adds)
-with a tail loop, and row kernels reading long rows several times hint the next row into
-the cache (`mdsl.targets.c.render`, SUM_BLOCK_BYTES and PREFETCH_MIN_BYTES): equal to the
-interpreter for rows around the block size, float64, symbolic rows and several threads;
+with a tail loop, and row kernels reading rows several times hint a later row into the
+cache (`mdsl.targets.c.render`: SUM_BLOCK_BYTES, PREFETCH_MIN_BYTES, PREFETCH_AHEAD_BYTES):
+equal to the interpreter for rows around the block size, float64, symbolic rows and several threads;
 short rows and integer sums keep the plain loop."""
 
 from __future__ import annotations
@@ -64,11 +64,15 @@ def _kernel(source: str) -> str:
     return source[re.search(r"/\* k\d+_", source).start() :]
 
 
-def test_long_rows_sum_in_blocks_and_hint_the_next_row():
+def test_long_rows_sum_in_blocks_and_hint_a_later_row():
     kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 300))))))
     assert kernel.count("_p[32] = {0};") == 3  # the total and layer norm's two sums
     assert "for (int64_t j = r" in kernel  # 300 is not whole blocks: a tail loop
-    assert len(re.findall(r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 300\) \* 4, 300 \* 4\);", kernel)) == 1
+    # the row about 16 KiB on: 13 rows of 1200 bytes
+    hint = r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 13 \* 300\) \* 4, 300 \* 4\);"
+    assert len(re.findall(hint, kernel)) == 1
+    rows_of_16k = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 4096))))))
+    assert re.search(r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 4096\) \* 4, 4096 \* 4\);", rows_of_16k)
 
 
 def test_short_rows_and_integer_sums_keep_the_plain_loop():

@@ -634,15 +634,22 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
     return "\n".join(lines)
 
 
-# Rows of at least this many bytes, read in several passes, have the next one hinted into
-# the cache (`mdsl_prefetch`): layer norm over [4096, 768] took 1.19 ms with the hint and
-# 1.37 without (one core, Zen 3); softmax's rows of 128 floats gained nothing
-PREFETCH_MIN_BYTES = 1024
+# Rows read in several passes have a later row hinted into the L2 cache (`mdsl_prefetch`),
+# the hardware's stream prefetcher not running far enough ahead: the row about
+# PREFETCH_AHEAD_BYTES on, or the next one when rows are longer. One core, Zen 3, means
+# over 3 compiles (each output buffer lands on other pages, which moves a call by up to
+# 10%): softmax over [64, 12, 128, 128] (rows of 512 bytes, 48 MiB from memory) took
+# 7.7-7.9 ms with no hint, 7.5 with the row 8 KiB on, 7.1-7.2 with 16 or 32 KiB; layer
+# norm over [4096, 768] (from L3) took 1.8 ms with no hint and 1.59 with the next row
+# or the row 16 KiB on. Rows shorter than PREFETCH_MIN_BYTES take no hint: one a row
+# would cost more than the rows save.
+PREFETCH_MIN_BYTES = 256
+PREFETCH_AHEAD_BYTES = 16384
 
 
 def _prefetch_next_rows(k: kir.Rowwise, bases, row_stride, n_outer: int) -> list[str]:
-    """Lines hinting each contiguous input's next row (along the innermost outer dim) into
-    the cache, for kernels passing over their rows more than once."""
+    """Lines hinting a later row of each contiguous input (along the innermost outer dim)
+    into the cache, for kernels passing over their rows more than once."""
     passes = sum(isinstance(p, (kir.Reduce, kir.RowStore)) for p in k.phases)
     if passes < 2 or not n_outer:
         return []
@@ -651,9 +658,13 @@ def _prefetch_next_rows(k: kir.Rowwise, bases, row_stride, n_outer: int) -> list
         step, size = a.strides[n_outer - 1], a.dtype.itemsize
         if row_stride.get(id(a)) != 1 or (isinstance(step, int) and step == 0):
             continue
-        if not isinstance(k.row_size, Dim) and k.row_size * size < PREFETCH_MIN_BYTES:
-            continue
-        row = f"({bases[id(a)]} + {render_dim(step)}) * {size}"
+        ahead = 1
+        if not isinstance(k.row_size, Dim):
+            if k.row_size * size < PREFETCH_MIN_BYTES:
+                continue
+            ahead = max(1, PREFETCH_AHEAD_BYTES // (k.row_size * size))
+        step = render_dim(step) if ahead == 1 else f"{ahead} * {render_dim(step)}"
+        row = f"({bases[id(a)]} + {step}) * {size}"
         line = f"mdsl_prefetch({a.buffer}, {row}, {render_dim(k.row_size)} * {size});"
         if line not in lines:
             lines.append(line)

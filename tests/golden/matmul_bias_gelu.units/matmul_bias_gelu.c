@@ -122,7 +122,9 @@ static inline float mdsl_gelu_f32(float a) {
     q = q * x2 + -5.949691825745871e-04f;
     q = q * x2 + -5.213731054050989e-03f;
     q = q * x2 + -2.0173387430229728e-02f;
-    const float e = a >= 5.5425944f ? 1.0f : (a <= -5.5425944f ? -1.0f : p / q);
+    /* one compare of |a| and a copysign: GCC made the two-sided select of a nested ternary
+       9 vector operations (W1 on 64K floats: 81.0 -> 78.2 us) */
+    const float e = fabsf(a) >= 5.5425944f ? copysignf(1.0f, a) : p / q;
     return (0.5f * a) * (1.0f + e);
 }
 static inline float mdsl_tanh_f32(float a) {

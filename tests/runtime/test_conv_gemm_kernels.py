@@ -364,6 +364,58 @@ def test_grouped_1x1_conv_with_a_symbolic_batch_equals_the_interpreter():
                 )
 
 
+# -- grouped convolutions wider than 1x1: packed weights, group after group ------------------------
+GROUPED_PACKED = [
+    # (batch, groups, channels per group in, out, size, kernel, stride, pad, dilation)
+    (1, 32, 4, 4, 14, 3, 1, 1, 1),  # ResNeXt's: direct over the padded copy
+    (2, 3, 5, 14, 11, 3, 2, 1, 1),  # im2col rows per group; 14 output channels: a tail panel
+    (1, 4, 8, 8, 12, 3, 1, 2, 2),  # dilated
+    (1, 2, 6, 20, 9, 5, 1, 0, 1),  # no padding, 5x5
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "case", GROUPED_PACKED, ids=lambda c: "n{}-g{}-ci{}-co{}-s{}-k{}-st{}-p{}-d{}".format(*c)
+)
+def test_grouped_conv_on_packed_weights_equals_torch(case, threads):
+    batch, groups, cg, coutg, size, k, stride, pad, dil = case
+    c, cout = groups * cg, groups * coutg
+    x, w, b = _rand(batch, c, size, size), _rand(cout, cg, k, k), _rand(cout)
+    expect = F.conv2d(
+        *map(torch.from_numpy, (x, w, b)), stride=stride, padding=pad, dilation=dil, groups=groups
+    )
+    r = _rand(*expect.shape)
+    with onednn.disabled(), mdsl.Graph("grouped_packed") as g:
+        xi, ri = g.input("x", x.shape), g.input("r", r.shape)
+        y = ops.conv2d(
+            xi,
+            g.const("w", w),
+            g.const("b", b),
+            group=groups,
+            pads=(pad,) * 4,
+            strides=(stride, stride),
+            dilations=(dil, dil),
+        )
+        g.output(ops.relu(y + ri), "y")
+        exe = _compile(g, threads=threads)
+    assert f"for (int64_t g = 0; g < {groups}; g++)" in _kernel_source(exe)
+    assert "mdsl_pc_panel(rows" in _kernel_source(exe)
+    want = F.relu(expect + torch.from_numpy(r)).numpy()
+    for _ in range(5):  # both team sizes
+        np.testing.assert_allclose(exe(x=x, r=r)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_grouped_1d_conv_on_packed_weights_equals_torch():
+    x, w = _rand(1, 12, 40), _rand(12, 4, 7)
+    with onednn.disabled(), mdsl.Graph("grouped_1d") as g:
+        g.output(ops.conv(g.input("x", x.shape), g.const("w", w), group=3, pads=(3, 3)), "y")
+        exe = _compile(g)
+    assert "mdsl_pc_panel(rows" in _kernel_source(exe)
+    want = F.conv1d(torch.from_numpy(x), torch.from_numpy(w), padding=3, groups=3).numpy()
+    np.testing.assert_allclose(exe(x=x)["y"], want, rtol=1e-4, atol=1e-4)
+
+
 # -- MatMul operands read through a Transpose in place -----------------------------------------------
 def _attention_scores(g, q_shape, k_shape, q_perm, k_perm, dtype="float32"):
     q = g.input("q", q_shape, dtype)

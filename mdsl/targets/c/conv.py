@@ -1,4 +1,5 @@
-"""C bodies of dense convolutions on packed weights (`mdsl.codegen.packing`).
+"""C bodies of convolutions on packed weights (`mdsl.codegen.packing`): dense ones, and
+grouped ones group after group.
 
 Per image: the source is staged once (a zero-padded copy of the input for stride 1,
 an im2col matrix otherwise), then strips of 32 output-grid positions run in parallel;
@@ -14,7 +15,13 @@ from __future__ import annotations
 from mdsl.codegen import kir, onednn
 from mdsl.codegen.blocked import pool_pad_end
 from mdsl.codegen.dims import render_dim
-from mdsl.codegen.packing import CONV_PANEL, CONV_STRIP, conv_source_grid, onednn_geometry
+from mdsl.codegen.packing import (
+    CONV_PANEL,
+    CONV_STRIP,
+    conv_source_grid,
+    group_source_floats,
+    onednn_geometry,
+)
 from mdsl.ir.dtype import DType
 
 INDENT = "    "
@@ -34,10 +41,8 @@ def packed_conv_body(k: kir.Conv, epilogue_lines, im2col_lines) -> str:
     """The kernel body of the packed convolution `k`; `epilogue_lines` and
     `im2col_lines` are the C target's renderers of an epilogue and of im2col rows."""
     direct, gw, _, _ = conv_source_grid(k)
-    kdim = k.c * k.kh * k.kw
-    panels = -(-k.cout // CONV_PANEL)
-    grid = k.oh * gw
-    strips = -(-grid // CONV_STRIP)
+    kdim = k.c // k.group * k.kh * k.kw
+    strips = -(-k.oh * gw // CONV_STRIP)
     lines = [
         f"for (int64_t n = 0; n < {render_dim(k.n)}; n++) {{",
         f"{INDENT}const float *xn = {k.x} + n * {k.c * k.h * k.w_in};",
@@ -46,33 +51,51 @@ def packed_conv_body(k: kir.Conv, epilogue_lines, im2col_lines) -> str:
     lines += [INDENT + x for x in stage]
     lines += [
         f"{INDENT}memset({k.scratch} + {k.scratch_elems - _slack(k)}, 0, sizeof(float) * {_slack(k)});",
-        f"{INDENT}{_parallel(k.cout * kdim * grid) or '/* small: one thread */'}",
+        f"{INDENT}{_parallel(k.cout * kdim * k.oh * gw) or '/* small: one thread */'}",
         f"{INDENT}for (int64_t strip = 0; strip < {strips}; strip++) {{",
         f"{INDENT * 2}const int64_t p0 = strip * {CONV_STRIP};",
         f"{INDENT * 2}float tile[{CONV_PANEL * CONV_STRIP}];",
-        f"{INDENT * 2}for (int64_t b = 0; b < {panels}; b++) {{",
-        f"{INDENT * 3}const int rows = (int)({k.cout} - b * {CONV_PANEL} < {CONV_PANEL} "
-        f"? {k.cout} - b * {CONV_PANEL} : {CONV_PANEL});",
-        f"{INDENT * 3}mdsl_pc_panel(rows, {kdim}, {k.packed_w} + b * {kdim * CONV_PANEL}, "
-        f"{k.offsets}, {k.scratch} + p0, tile);",
-        f"{INDENT * 3}for (int r = 0; r < rows; r++) {{",
-        f"{INDENT * 4}const int64_t co = b * {CONV_PANEL} + r;",
-        # a strip may span output rows and (direct) the padding columns between them
-        f"{INDENT * 4}for (int64_t p = p0; p < p0 + {CONV_STRIP} && p < {grid};) {{",
-        f"{INDENT * 5}const int64_t oy = p / {gw}, ox0 = p % {gw};",
-        f"{INDENT * 5}if (ox0 >= {k.ow}) {{ p = (oy + 1) * {gw}; continue; }}",
-        f"{INDENT * 5}const int64_t len = {k.ow} - ox0 < p0 + {CONV_STRIP} - p "
-        f"? {k.ow} - ox0 : p0 + {CONV_STRIP} - p;",
-        f"{INDENT * 5}const float *t = tile + r * {CONV_STRIP} + (p - p0) - ox0;",
-        *(INDENT * 5 + x for x in _store_lines(k, epilogue_lines)),
-        f"{INDENT * 5}p += len;",
-        f"{INDENT * 4}}}",
-        f"{INDENT * 3}}}",
-        f"{INDENT * 2}}}",
+        *(INDENT * 2 + x for x in _strip_lines(k, gw, epilogue_lines)),
         f"{INDENT}}}",
         "}",
     ]
     return "\n".join(INDENT + x for x in lines)
+
+
+def _strip_lines(k: kir.Conv, gw: int, epilogue_lines) -> list[str]:
+    """One strip of grid positions from p0: each panel of output channels summed into
+    `tile` and stored. A grouped convolution runs each group's panels on its part of the
+    source, its weights packed group after group."""
+    coutg, kdim, grid = k.cout // k.group, k.c // k.group * k.kh * k.kw, k.oh * gw
+    panels = -(-coutg // CONV_PANEL)
+    grouped = k.group > 1
+    g_w = f"g * {panels * kdim * CONV_PANEL} + " if grouped else ""
+    g_src = f" + g * {group_source_floats(k)}" if grouped else ""
+    g_co = f"g * {coutg} + " if grouped else ""
+    lines = [
+        f"for (int64_t b = 0; b < {panels}; b++) {{",
+        f"{INDENT}const int rows = (int)({coutg} - b * {CONV_PANEL} < {CONV_PANEL} "
+        f"? {coutg} - b * {CONV_PANEL} : {CONV_PANEL});",
+        f"{INDENT}mdsl_pc_panel(rows, {kdim}, {k.packed_w} + {g_w}b * {kdim * CONV_PANEL}, "
+        f"{k.offsets}, {k.scratch}{g_src} + p0, tile);",
+        f"{INDENT}for (int r = 0; r < rows; r++) {{",
+        f"{INDENT * 2}const int64_t co = {g_co}b * {CONV_PANEL} + r;",
+        # a strip may span output rows and (direct) the padding columns between them
+        f"{INDENT * 2}for (int64_t p = p0; p < p0 + {CONV_STRIP} && p < {grid};) {{",
+        f"{INDENT * 3}const int64_t oy = p / {gw}, ox0 = p % {gw};",
+        f"{INDENT * 3}if (ox0 >= {k.ow}) {{ p = (oy + 1) * {gw}; continue; }}",
+        f"{INDENT * 3}const int64_t len = {k.ow} - ox0 < p0 + {CONV_STRIP} - p "
+        f"? {k.ow} - ox0 : p0 + {CONV_STRIP} - p;",
+        f"{INDENT * 3}const float *t = tile + r * {CONV_STRIP} + (p - p0) - ox0;",
+        *(INDENT * 3 + x for x in _store_lines(k, epilogue_lines)),
+        f"{INDENT * 3}p += len;",
+        f"{INDENT * 2}}}",
+        f"{INDENT}}}",
+        "}",
+    ]
+    if not grouped:
+        return lines
+    return [f"for (int64_t g = 0; g < {k.group}; g++) {{", *(INDENT + x for x in lines), "}"]
 
 
 def _slack(k: kir.Conv) -> int:

@@ -69,10 +69,21 @@ def conv_relu() -> mdsl.Graph:
     return g
 
 
+def grouped_conv_relu() -> mdsl.Graph:
+    """A grouped 3x3 convolution (4 groups of 4 channels), then ReLU: the packed kernel
+    group after group, each group's panels on its channels of the padded copy."""
+    with mdsl.Graph("golden_grouped_conv_relu") as g:
+        x = g.input("x", (1, 16, 6, 6))
+        w = g.const("w", _values(16, 4, 3, 3, seed=9))
+        g.output(ops.relu(ops.conv2d(x, w, pads=(1, 1, 1, 1), group=4)), "y")
+    return g
+
+
 GRAPHS = {
     "pointwise_chain": pointwise_chain,
     "softmax": softmax,
     "layer_norm": layer_norm,
     "matmul_bias_gelu": matmul_bias_gelu,
     "conv_relu": conv_relu,
+    "grouped_conv_relu": grouped_conv_relu,
 }

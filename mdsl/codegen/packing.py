@@ -14,6 +14,8 @@ with BLAS.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mdsl.codegen import kir, onednn, winograd
@@ -98,6 +100,12 @@ def pack_conv_panels(w: np.ndarray) -> np.ndarray:
     )
 
 
+def padded_extent(k: kir.Conv) -> tuple[int, int]:
+    """(rows, columns) of the zero-padded input plane the outputs of `k` read."""
+    (sh, sw), (dh, dw) = k.stride, k.dilation
+    return (k.oh - 1) * sh + (k.kh - 1) * dh + 1, (k.ow - 1) * sw + (k.kw - 1) * dw + 1
+
+
 def conv_source_grid(k: kir.Conv) -> tuple[bool, int, int, np.ndarray]:
     """(direct, grid width, source floats, tap offsets) of the packed convolution `k`;
     the offsets are a group's, from its source (`group_source_floats`).
@@ -109,7 +117,7 @@ def conv_source_grid(k: kir.Conv) -> tuple[bool, int, int, np.ndarray]:
     output, tap k's row starts at k * oh * ow."""
     (dh, dw), kernel_taps, cg = k.dilation, k.kh * k.kw, k.c // k.group
     if k.stride == (1, 1):
-        hp, wp = k.oh + (k.kh - 1) * dh, k.ow + (k.kw - 1) * dw
+        hp, wp = padded_extent(k)
         c, i, j = np.meshgrid(np.arange(cg), np.arange(k.kh), np.arange(k.kw), indexing="ij")
         offsets = (c * hp * wp + i * dh * wp + j * dw).reshape(-1)
         return True, wp, k.c * hp * wp + CONV_SLACK + (k.kw - 1) * dw, offsets
@@ -121,11 +129,7 @@ def conv_source_grid(k: kir.Conv) -> tuple[bool, int, int, np.ndarray]:
 def group_source_floats(k: kir.Conv) -> int:
     """How far apart two groups' sources lie in a packed convolution's staged source:
     the group's input channels of the padded copy, or its rows of the im2col matrix."""
-    per_channel = (
-        (k.oh + (k.kh - 1) * k.dilation[0]) * (k.ow + (k.kw - 1) * k.dilation[1])
-        if k.stride == (1, 1)
-        else k.kh * k.kw * k.oh * k.ow
-    )
+    per_channel = math.prod(padded_extent(k)) if k.stride == (1, 1) else k.kh * k.kw * k.oh * k.ow
     return k.c // k.group * per_channel
 
 

@@ -21,6 +21,7 @@ from mdsl.codegen.packing import (
     conv_source_grid,
     group_source_floats,
     onednn_geometry,
+    padded_extent,
 )
 from mdsl.ir.dtype import DType
 
@@ -101,15 +102,15 @@ def _strip_lines(k: kir.Conv, gw: int, epilogue_lines) -> list[str]:
 def _slack(k: kir.Conv) -> int:
     direct, _, source, _ = conv_source_grid(k)
     if direct:
-        hp, wp = k.oh + (k.kh - 1) * k.dilation[0], k.ow + (k.kw - 1) * k.dilation[1]
+        hp, wp = padded_extent(k)
         return source - k.c * hp * wp
     return source - k.c * k.kh * k.kw * k.oh * k.ow
 
 
 def _padded_copy_lines(k: kir.Conv, xn: str) -> list[str]:
     """The image copied into the zero-padded source of a direct (stride 1) convolution."""
-    (dh, dw), (ph, pw) = k.dilation, k.pad
-    hp, wp = k.oh + (k.kh - 1) * dh, k.ow + (k.kw - 1) * dw
+    ph, pw = k.pad
+    hp, wp = padded_extent(k)
     rows, cols = min(k.h, hp - ph), min(k.w_in, wp - pw)
     return [
         f"{_parallel(k.c * hp * wp) or '/* small: one thread */'}",

@@ -22,7 +22,7 @@ from mdsl.codegen import kir
 from mdsl.codegen.access import flat_index, merge_dims, row_offset, with_strides
 from mdsl.codegen.dims import free_symbols, render_dim
 from mdsl.codegen.onednn import DECLARATIONS
-from mdsl.codegen.packing import TILE_ALIGN
+from mdsl.codegen.packing import TILE_ALIGN, padded_extent
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
@@ -1196,14 +1196,8 @@ DEPTHWISE_PLANE_MAX = 1 << 16  # floats of a padded plane kept on a thread's sta
 DEPTHWISE_TAPS_MAX = 49  # taps written out in the inner loop
 
 
-def _padded_extent(k: kir.Conv) -> tuple[int, int]:
-    """(rows, columns) of the zero-padded input plane the outputs read."""
-    (sh, sw), (dh, dw) = k.stride, k.dilation
-    return (k.oh - 1) * sh + (k.kh - 1) * dh + 1, (k.ow - 1) * sw + (k.kw - 1) * dw + 1
-
-
 def _padded_plane_fits(k: kir.Conv) -> bool:
-    hp, wp = _padded_extent(k)
+    hp, wp = padded_extent(k)
     return hp * wp <= DEPTHWISE_PLANE_MAX and k.kh * k.kw <= DEPTHWISE_TAPS_MAX
 
 
@@ -1232,7 +1226,7 @@ def _depthwise_padded_body(k: kir.Conv) -> str:
     weights in registers) with its epilogue, in a vector loop over the output row; or,
     for a narrow stride-1 output, over the whole padded grid first (`_grid_sum_lines`)."""
     (ph, pw), taps = k.pad, k.kh * k.kw
-    hp, wp = _padded_extent(k)
+    hp, wp = padded_extent(k)
     planes = k.n * k.c
     rows, cols = min(k.h, hp - ph), min(k.w_in, wp - pw)
     lines = [
@@ -1283,7 +1277,7 @@ def _depthwise_padded_body(k: kir.Conv) -> str:
 def _window_rows(k: kir.Conv, phases: bool) -> list[str]:
     """Pointers to the padded rows the output row `oy`'s windows read (to both phases of
     each, `phases`)."""
-    sh, dh, wp = k.stride[0], k.dilation[0], _padded_extent(k)[1]
+    sh, dh, wp = k.stride[0], k.dilation[0], padded_extent(k)[1]
     if not phases:
         return [f"const float *r{i} = xp + (oy * {sh} + {i * dh}) * {wp};" for i in range(k.kh)]
     half = (wp + 1) // 2
@@ -1299,7 +1293,7 @@ def _phase_split_lines(k: kir.Conv) -> list[str]:
     so that each tap reads a phase contiguously (rows of (wp + 1) / 2 floats). Read in
     place, each tap loaded every other float and shuffled the pairs apart: ShuffleNet's
     3x3 stride 2 over 112 x 56 x 56 took 171 us."""
-    hp, wp = _padded_extent(k)
+    hp, wp = padded_extent(k)
     half, pairs = (wp + 1) // 2, wp // 2
     lines = [
         f"float phase0[{hp * half}], phase1[{hp * half}];  /* even and odd columns */",
@@ -1323,7 +1317,7 @@ def _grid_sum_lines(k: kir.Conv) -> list[str]:
     rows and 36 on the grid, a 7x7 over 768 x 7 x 7 318 and 250 (one Zen 3 core); from
     56 wide, rows were faster (94 against 109 us for 64 x 56 x 56)."""
     dh, dw = k.dilation
-    wp = _padded_extent(k)[1]
+    wp = padded_extent(k)[1]
     terms = _tap_sum(k, lambda i, j: f"xp[p + {i * dh * wp + j * dw}]")
     return [
         f"float sums[{k.oh * wp}];  /* output (oy, ox) at oy * {wp} + ox */",

@@ -145,8 +145,7 @@ def with_packed_conv_weights(ctx, k: kir.Conv, w: Tensor) -> kir.Conv:
     _, grid_width, source, offsets = conv_source_grid(k)
     if source >= 1 << 31:
         return k
-    groups = np.split(value, k.group) if k.group > 1 else [value]
-    packed = np.concatenate([pack_conv_panels(part) for part in groups])
+    packed = np.concatenate([pack_conv_panels(part) for part in np.split(value, k.group)])
     k.packed_w = ctx.derived_constant(packed, DType.float32)
     k.offsets = ctx.derived_constant(offsets.astype(np.int32), DType.int32)
     k.grid_width = grid_width

@@ -663,8 +663,8 @@ def _prefetch_next_rows(k: kir.Rowwise, bases, row_stride, n_outer: int) -> list
             if k.row_size * size < PREFETCH_MIN_BYTES:
                 continue
             ahead = max(1, PREFETCH_AHEAD_BYTES // (k.row_size * size))
-        step = render_dim(step) if ahead == 1 else f"{ahead} * {render_dim(step)}"
-        row = f"({bases[id(a)]} + {step}) * {size}"
+        rows_on = render_dim(step) if ahead == 1 else f"{ahead} * {render_dim(step)}"
+        row = f"({bases[id(a)]} + {rows_on}) * {size}"
         line = f"mdsl_prefetch({a.buffer}, {row}, {render_dim(k.row_size)} * {size});"
         if line not in lines:
             lines.append(line)

@@ -16,26 +16,30 @@ size (`ConvProbe.same_layouts`), so the tensors around it are laid out as the pl
 them for oneDNN, and: 3x3, stride 1, no dilation, one group, padding 1 on every side
 (the output keeps the input's size), input and output channels whole vectors of 16,
 post-ops that are ReLU, Clip and a residual sum only, at least `MIN_CHANNELS` input
-channels, and transformed weights of at most 1 MiB (`MAX_PAIRS` channel pairs: one core's
-L2). Measured against oneDNN's brgconv (ReLU fused, thread CPU time at 1 thread, wall at
-2; Winograd's time / oneDNN's): 32 channels on 56x56 0.74 / 0.85, 64 on 56x56 0.68 /
-0.73 (batch 8: 0.67 / 0.70), 128 on 28x28 0.59 / 0.69; outside the rule 16 on 56x56
-0.85 / 1.14 (the transforms cost what the products save), 256 on 14x14 0.81 / 1.12 and
-512 on 7x7 4.6 / 2.9 (each strip of 2-4 tiles reads all the weights again, 4-16 MiB).
-On a Zen 3 core (AVX2, where oneDNN runs its avx2 brgconv and the kernel 8-float
-vectors) the same rule holds: 32 channels on 56x56 0.81 / 0.90, 64 on 56x56 0.71 / 0.71
-(batch 8 at 2 threads 0.87), 128 on 28x28 0.88 / 0.68, 48 on 27x27 0.79 / 0.82, 64 to 256
-on 27x27 0.78 at 2 threads.
-A convolution inside that rule still keeps oneDNN's kernel where Winograd is not
-expected to win (`expected_ratio`): a 2x2 tile past an odd edge computes outputs that are
-thrown away (13x13 outputs take 14x14's work), and transformed weights well past a Zen 3
-core's 512 KiB of L2 stream again for each strip of tiles (576 KiB still ran as fast as
-smaller ones, 1 MiB did not; the line is drawn at 768 KiB). On that core, Winograd's time /
-oneDNN's (thread CPU time, medians of 40 interleaved calls): 64 -> 256 channels on 13x13
-1.12 (SqueezeNet's fire8 and fire9, 705 against 556 us), 64 -> 256 on 27x27 0.99, 128
--> 128 on 14x14 0.95, 48 -> 192 on 13x13 0.82, 64 -> 64 on 13x13 0.84, 128 -> 32 on 7x7
-1.02; each is about 0.78 (weights within 768 KiB) or 0.95 (past it) times the edge
-tiles' extra work.
+channels and `MIN_PAIRS` channel pairs (input x output), and an expected time below
+oneDNN's (`expected_ratio`).
+
+The weights of one point are laid out in panels of 16 output channels (cin rows of 16
+floats, `transformed_weights`), so the product kernel reads them in order; weights past
+one core's L2 are shared by strips of `MDSL_WINO_SHARED_TILES` tiles (the kernel's
+header). Measured against oneDNN's brgconv on a Zen 3 core (AVX2, 512 KiB of L2; one
+convolution with ReLU and the relayouts around it, Winograd's time / oneDNN's, thread CPU
+time at 1 thread, wall at 2, medians of 20 interleaved calls):
+
+- ResNet's and VGG's shapes: 64 channels on 56x56 0.65 / 0.62, 128 on 28x28 0.61 / 0.42,
+  256 on 14x14 0.55 / 0.53, 512 on 7x7 0.90 / 0.75, 128 -> 256 on 56x56 0.59 / 0.54,
+  256 on 56x56 0.58 / 0.77, 512 on 28x28 0.66 / 0.54, 512 on 14x14 0.66 / 0.53, 128 on
+  112x112 0.58 / 0.58;
+- SqueezeNet's, DenseNet's and Inception's: 64 -> 256 on 13x13 0.61 / 0.61, 48 -> 192
+  on 13x13 0.74 / 0.73, 32 -> 128 on 27x27 0.71 / 0.69, 128 -> 32 on 56x56 to 7x7
+  0.66-0.70 / 0.62-0.78, 96 on 28x28 0.66 / 0.67, 128 -> 192 on 14x14 0.57 / 0.59;
+- few channels: 16 -> 64 on 55x55 0.87 / 0.83, 16 -> 32 on 28x28 0.84 / 0.94, 32 -> 16
+  on 56x56 0.88 / 0.93, and 16 -> 16 on 56x56 1.21 / 1.17 (the transforms cost what the
+  products save: outside `MIN_PAIRS`).
+
+Before the panels (weights read a row of cin x cout floats apart) and the shared strips
+(every strip of 2-4 tiles read all the weights again), 256 channels on 14x14 took 1.39x
+oneDNN's time and 512 on 7x7 7.6x, so the rule stopped at 128 x 128 channel pairs.
 `MDSL_WINOGRAD=0` keeps oneDNN's direct kernel everywhere.
 """
 
@@ -49,10 +53,10 @@ import numpy as np
 from mdsl.codegen import kir, onednn
 
 G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-MIN_CHANNELS = 32
-MAX_PAIRS = 128 * 128  # input x output channels: 16 points x 4 bytes each, 1 MiB
+MIN_CHANNELS = 16
+MIN_PAIRS = 512  # input x output channels: 16 x 16 lost, 16 x 32 and 32 x 16 won
 POST_OPS = ("relu", "clip", "sum")
-LARGE_PAIRS = 96 * 128  # channel pairs past which the transformed weights exceed 768 KiB
+FEW_PAIRS = 2048  # below this many channel pairs the transforms weigh more (`expected_ratio`)
 MAX_EXPECTED_RATIO = 1.0  # Winograd where its time is expected below oneDNN's
 
 
@@ -72,18 +76,18 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
     >>> eligible(K(**conv), nhwc), eligible(K(**{**conv, "stride": (2, 2), "oh": 28}), nhwc)
     (True, False)
     >>> eligible(K(**{**conv, "cout": 24}), nhwc), eligible(K(**{**conv, "c": 16}), nhwc)
-    (False, False)
-    >>> eligible(K(**{**conv, "c": 128, "cout": 128}), nhwc)
-    True
-    >>> eligible(K(**{**conv, "c": 256, "cout": 128}), nhwc)
+    (False, True)
+    >>> eligible(K(**{**conv, "c": 16, "cout": 16}), nhwc)  # fewer than MIN_PAIRS
     False
+    >>> eligible(K(**{**conv, "c": 512, "cout": 512}), nhwc)
+    True
     """
     return (
         enabled()
         and (k.kh, k.kw, k.stride, k.dilation, k.pad, k.group) == (3, 3, (1, 1), (1, 1), (1, 1), 1)
         and (k.oh, k.ow) == (k.h, k.w_in)
         and k.c >= MIN_CHANNELS
-        and k.c * k.cout <= MAX_PAIRS
+        and k.c * k.cout >= MIN_PAIRS
         and k.c % 16 == 0
         and k.cout % 16 == 0
         and all(op[0] in POST_OPS for op in k.post_ops)
@@ -95,28 +99,32 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
 
 def expected_ratio(k: kir.Conv) -> float:
     """Winograd's time over oneDNN's direct kernel for `k`, as measured on a Zen 3 core
-    (the module's doc): 0.78, or 0.95 with weights past 768 KiB, times the work of the
-    2x2 tiles over the outputs they keep.
+    (the module's doc): 0.7, or 0.9 below `FEW_PAIRS` channel pairs, times the work of
+    the 2x2 tiles over the outputs they keep (13x13 outputs take 14x14's work).
 
     >>> from types import SimpleNamespace as K
     >>> round(expected_ratio(K(c=64, cout=256, oh=13, ow=13)), 2)  # SqueezeNet's fire9
-    1.1
-    >>> round(expected_ratio(K(c=48, cout=192, oh=13, ow=13)), 2)
-    0.9
-    >>> round(expected_ratio(K(c=64, cout=64, oh=56, ow=56)), 2)  # ResNet's
-    0.78
+    0.81
+    >>> round(expected_ratio(K(c=16, cout=64, oh=55, ow=55)), 2)  # SqueezeNet's fire2
+    0.93
+    >>> round(expected_ratio(K(c=256, cout=80, oh=3, ow=3)), 2)  # 16 outputs' work for 9
+    1.24
     """
     tiles = 4 * math.ceil(k.oh / 2) * math.ceil(k.ow / 2)
-    base = 0.95 if k.c * k.cout > LARGE_PAIRS else 0.78
+    base = 0.9 if k.c * k.cout < FEW_PAIRS else 0.7
     return base * tiles / (k.oh * k.ow)
 
 
 def transformed_weights(w: np.ndarray) -> np.ndarray:
-    """OIHW 3x3 weights as the kernel reads them: u[4 i + j][cin][cout] = (G g G^T)[i, j]
-    for each output channel's filter g over each input channel, made in float64.
+    """OIHW 3x3 weights as the kernel reads them, made in float64: for each of the 16
+    points, panels of 16 output channels, each cin rows of 16 floats:
+    u[4 i + j][co // 16][cin][co % 16] = (G g G^T)[i, j] for the filter g of output
+    channel co over input channel cin.
 
-    >>> w = np.zeros((2, 1, 3, 3), np.float32); w[1, 0, 1, 1] = 1.0  # a centre tap
-    >>> transformed_weights(w)[:, 0, 1].reshape(4, 4)
+    >>> w = np.zeros((32, 1, 3, 3), np.float32); w[17, 0, 1, 1] = 1.0  # a centre tap
+    >>> transformed_weights(w).shape
+    (16, 2, 1, 16)
+    >>> transformed_weights(w)[:, 1, 0, 1].reshape(4, 4)  # output channel 17
     array([[ 0.  ,  0.  ,  0.  ,  0.  ],
            [ 0.  ,  0.25, -0.25,  0.  ],
            [ 0.  , -0.25,  0.25,  0.  ],
@@ -124,4 +132,5 @@ def transformed_weights(w: np.ndarray) -> np.ndarray:
     """
     cout, cin = w.shape[:2]
     u = np.einsum("ak,ockl,bl->abco", G, w.astype(np.float64), G)
-    return np.ascontiguousarray(u.reshape(16, cin, cout), dtype=np.float32)
+    panels = u.reshape(16, cin, cout // 16, 16).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(panels, dtype=np.float32)

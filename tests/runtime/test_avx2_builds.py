@@ -47,7 +47,11 @@ def test_the_moves_between_nchw_and_nhwc(batch, c, h, w, threads, capfd):
 
 
 @needs_onednn
-@pytest.mark.parametrize("case", winograd_tests.CASES[2:], ids=["co48", "co64", "ci512", "co80"])
+@pytest.mark.parametrize(
+    "case",
+    winograd_tests.CASES[2:],
+    ids=["co48", "co64", "ci512", "co80", "shared-strips", "stack-strips"],
+)
 def test_the_winograd_kernel(case, monkeypatch):
     monkeypatch.setattr(winograd, "MAX_EXPECTED_RATIO", float("inf"))  # as test_winograd's
     winograd_tests.test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case)

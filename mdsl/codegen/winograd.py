@@ -13,11 +13,12 @@ Winograd, 1.4e-6 for oneDNN's direct kernel, 64 channels).
 
 A convolution runs so when oneDNN would run it in channels last (NHWC) at every team
 size (`ConvProbe.same_layouts`), so the tensors around it are laid out as the plan made
-them for oneDNN, and: 3x3, stride 1, no dilation, one group, padding 1 on every side
-(the output keeps the input's size), input and output channels whole vectors of 16,
+them for oneDNN, and: 3x3, stride 1, no dilation, padding 1 on every side (the output
+keeps the input's size), a group's input and output channels whole vectors of 16,
 post-ops that are ReLU, Clip and a residual sum only, at least `MIN_CHANNELS` input
-channels and `MIN_PAIRS` channel pairs (input x output), and an expected time below
-oneDNN's (`expected_ratio`).
+channels and `MIN_PAIRS` channel pairs (input x output) in a group, and an expected
+time below oneDNN's (`expected_ratio`). A grouped convolution (RegNet's groups of 64)
+is one GEMM per group and point over the same transformed tiles.
 
 The weights of one point are laid out in panels of 16 output channels (cin rows of 16
 floats, `transformed_weights`), so the product kernel reads them in order; weights past
@@ -81,15 +82,20 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
     False
     >>> eligible(K(**{**conv, "c": 512, "cout": 512}), nhwc)
     True
+    >>> eligible(K(**{**conv, "c": 256, "cout": 256, "group": 4}), nhwc)  # 64 a group
+    True
+    >>> eligible(K(**{**conv, "c": 128, "cout": 128, "group": 32}), nhwc)  # 4 a group
+    False
     """
+    group_in, group_out = k.c // k.group, k.cout // k.group
     return (
         enabled()
-        and (k.kh, k.kw, k.stride, k.dilation, k.pad, k.group) == (3, 3, (1, 1), (1, 1), (1, 1), 1)
+        and (k.kh, k.kw, k.stride, k.dilation, k.pad) == (3, 3, (1, 1), (1, 1), (1, 1))
         and (k.oh, k.ow) == (k.h, k.w_in)
-        and k.c >= MIN_CHANNELS
-        and k.c * k.cout >= MIN_PAIRS
-        and k.c % 16 == 0
-        and k.cout % 16 == 0
+        and group_in >= MIN_CHANNELS
+        and group_in * group_out >= MIN_PAIRS
+        and group_in % 16 == 0
+        and group_out % 16 == 0
         and all(op[0] in POST_OPS for op in k.post_ops)
         and probe.src_layout == probe.dst_layout == "acdb"
         and probe.same_layouts
@@ -99,25 +105,26 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
 
 def expected_ratio(k: kir.Conv) -> float:
     """Winograd's time over oneDNN's direct kernel for `k`, as measured on a Zen 3 core
-    (the module's doc): 0.7, or 0.9 below `FEW_PAIRS` channel pairs, times the work of
+    (the module's doc): 0.7, or 0.9 below `FEW_PAIRS` channel pairs in a group, times the work of
     the 2x2 tiles over the outputs they keep (13x13 outputs take 14x14's work).
 
     >>> from types import SimpleNamespace as K
-    >>> round(expected_ratio(K(c=64, cout=256, oh=13, ow=13)), 2)  # SqueezeNet's fire9
+    >>> round(expected_ratio(K(c=64, cout=256, group=1, oh=13, ow=13)), 2)  # SqueezeNet's fire9
     0.81
-    >>> round(expected_ratio(K(c=16, cout=64, oh=55, ow=55)), 2)  # SqueezeNet's fire2
+    >>> round(expected_ratio(K(c=16, cout=64, group=1, oh=55, ow=55)), 2)  # SqueezeNet's fire2
     0.93
-    >>> round(expected_ratio(K(c=256, cout=80, oh=3, ow=3)), 2)  # 16 outputs' work for 9
+    >>> round(expected_ratio(K(c=256, cout=80, group=1, oh=3, ow=3)), 2)  # 16 outputs' work for 9
     1.24
     """
     tiles = 4 * math.ceil(k.oh / 2) * math.ceil(k.ow / 2)
-    base = 0.9 if k.c * k.cout < FEW_PAIRS else 0.7
+    base = 0.9 if (k.c // k.group) * (k.cout // k.group) < FEW_PAIRS else 0.7
     return base * tiles / (k.oh * k.ow)
 
 
 def transformed_weights(w: np.ndarray) -> np.ndarray:
     """OIHW 3x3 weights as the kernel reads them, made in float64: for each of the 16
-    points, panels of 16 output channels, each cin rows of 16 floats:
+    points, panels of 16 output channels, each cin rows of 16 floats (cin: the input
+    channels of a group; a group's output channels are whole panels):
     u[4 i + j][co // 16][cin][co % 16] = (G g G^T)[i, j] for the filter g of output
     channel co over input channel cin.
 

@@ -50,7 +50,7 @@ def test_the_moves_between_nchw_and_nhwc(batch, c, h, w, threads, capfd):
 @pytest.mark.parametrize(
     "case",
     winograd_tests.CASES[2:],
-    ids=["co48", "co64", "ci512", "co80", "shared-strips", "stack-strips"],
+    ids=["co48", "co64", "ci512", "co80", "shared-strips", "stack-strips", "81-tiles"],
 )
 def test_the_winograd_kernel(case, monkeypatch):
     monkeypatch.setattr(winograd, "MAX_EXPECTED_RATIO", float("inf"))  # as test_winograd's

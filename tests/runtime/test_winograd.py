@@ -68,10 +68,11 @@ CASES = [
     (2, 32, 48, 5, 1, "clip"),  # one column; 48 outputs: a row of 3 vectors; clip(-0.5, 2)
     (2, 48, 48, 6, 13, "residual"),  # the residual summed in the destination
     (1, 64, 64, 9, 33, "none"),  # 15 tiles a strip (6 + 6 + 3 rows), then 2; no bias
-    (1, 512, 32, 3, 9, "relu"),  # 1 MiB of weights: one strip of 10 tiles on the heap
+    (1, 512, 32, 3, 9, "relu"),  # 1 MiB of weights: one strip on the heap; 2 threads: a panel each
     (2, 32, 80, 1, 2, "relu"),  # one row of one tile; 80 outputs: 64 + 16
     (2, 256, 256, 9, 11, "residual"),  # 4 MiB of weights: strips of 32 tiles across rows and images
     (1, 48, 32, 5, 35, "relu"),  # strips of 25 tiles on the stack, across a row's end
+    (1, 256, 64, 17, 17, "relu"),  # 81 tiles, weights past L2: strips of 32 at 1 and 2 threads
 ]
 
 
@@ -94,6 +95,32 @@ def test_winograd_conv_equals_torch_and_the_interpreter_at_1_and_2_threads(case)
             got = exe(x=x)["y"]
             np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(got, interpreted, rtol=1e-5, atol=1e-5)
+
+
+GROUPED = [
+    # (batch, cin, cout, groups, height, width)
+    (2, 64, 64, 2, 6, 7),  # 32 channels a group; strips on the stack
+    (1, 192, 192, 3, 14, 15),  # RegNet's 64 a group; 786 KiB of weights: strips of 32 on the heap
+    (1, 336, 336, 7, 5, 5),  # 48 a group, weights past L2, 9 tiles: 2 threads split the panels
+]  # inside a group (21 panels: 10 and 11)
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: "n{}-c{}-co{}-g{}-{}x{}".format(*c))
+def test_grouped_winograd_conv_equals_torch_at_1_and_2_threads(case):
+    n, cin, cout, groups, h, w_ = case
+    x, b = _rand(n, cin, h, w_), _rand(cout)
+    w = _rand(cout, cin // groups, 3, 3, scale=(9 * cin // groups) ** -0.5)
+    with mdsl.Graph("grouped_wino") as g:
+        xi = g.input("x", x.shape)
+        y = ops.conv2d(xi, g.const("w", w), g.const("b", b), pads=1, group=groups)
+        g.output(ops.relu(y), "y")
+    t = F.conv2d(*(torch.from_numpy(a).double() for a in (x, w, b)), padding=1, groups=groups)
+    expect = F.relu(t).numpy()
+    for threads in (1, 2):
+        exe = mdsl.compile(g, "c", threads=threads)
+        assert WINOGRAD in _source(exe)
+        for _ in range(2):  # the first call makes the primitive
+            np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[5]], ids=["co48", "co64", "co80"])

@@ -87,7 +87,7 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
     >>> eligible(K(**{**conv, "c": 128, "cout": 128, "group": 32}), nhwc)  # 4 a group
     False
     """
-    group_in, group_out = k.c // k.group, k.cout // k.group
+    group_in, group_out = group_channels(k)
     return (
         enabled()
         and (k.kh, k.kw, k.stride, k.dilation, k.pad) == (3, 3, (1, 1), (1, 1), (1, 1))
@@ -101,6 +101,11 @@ def eligible(k: kir.Conv, probe: onednn.ConvProbe) -> bool:
         and probe.same_layouts
         and expected_ratio(k) < MAX_EXPECTED_RATIO
     )
+
+
+def group_channels(k: kir.Conv) -> tuple[int, int]:
+    """Input and output channels of one of `k`'s groups."""
+    return k.c // k.group, k.cout // k.group
 
 
 def expected_ratio(k: kir.Conv) -> float:
@@ -117,7 +122,8 @@ def expected_ratio(k: kir.Conv) -> float:
     1.24
     """
     tiles = 4 * math.ceil(k.oh / 2) * math.ceil(k.ow / 2)
-    base = 0.9 if (k.c // k.group) * (k.cout // k.group) < FEW_PAIRS else 0.7
+    group_in, group_out = group_channels(k)
+    base = 0.9 if group_in * group_out < FEW_PAIRS else 0.7
     return base * tiles / (k.oh * k.ow)
 
 

@@ -28,7 +28,11 @@ from mdsl.codegen.templates import template_environment
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
-from mdsl.targets.c import softmax_rows
+from mdsl.targets.c import column_rows, softmax_rows
+from mdsl.targets.c.cindex import ctype as _ctype
+from mdsl.targets.c.cindex import decompose as _decompose
+from mdsl.targets.c.cindex import load as _load
+from mdsl.targets.c.cindex import store as _store
 from mdsl.targets.c.conv import (
     conv_index,
     onednn_conv_body,
@@ -348,31 +352,6 @@ def _code_key(params: list[str], body: str) -> tuple[str, str] | None:
     return ", ".join(rename(p) for p in params), rename(body)
 
 
-# -- addressing and typed loads/stores ---------------------------------------------------------
-def _load(access: kir.Access, index: str) -> str:
-    element = f"{access.buffer}[{index}]"
-    if access.dtype == DType.bfloat16:
-        return f"mdsl_bf16_load({element})"
-    if access.dtype == DType.float16:
-        return f"(float){element}"
-    return element
-
-
-def _store(access: kir.Access, index: str, value: str) -> str:
-    element = f"{access.buffer}[{index}]"
-    if access.dtype == DType.bfloat16:
-        return f"{element} = mdsl_bf16_store({value});"
-    if access.dtype == DType.float16:
-        return f"{element} = (_Float16)({value});"
-    if access.dtype == DType.bool_:
-        return f"{element} = (uint8_t)(({value}) != 0);"
-    return f"{element} = ({C_TYPES[access.dtype]})({value});"
-
-
-def _ctype(dtype: DType) -> str:
-    return C_TYPES[compute_type(dtype)]
-
-
 def _var_types(loads: dict[str, kir.Access], lets) -> dict[str, DType]:
     types = {name: compute_type(a.dtype) for name, a in loads.items()}
     for let in lets:
@@ -598,16 +577,16 @@ def _row_strides(k: kir.Rowwise) -> dict[int, object]:
 
 
 def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
+    across = column_rows.columns(k)
+    if across is not None:
+        return column_rows.body(across, _row_renderer(across), _row_strides(across), _parallel)
     streamed = streamed_row_store(k)
     form = softmax_rows.softmax_form(k)
     if form is not None and not softmax_rows.usable(k, form, _row_strides(k)):
         form = None
     k, stashes = (k, {}) if form is not None else _stash_row_values(k)
     n_outer = len(k.outer_shape)
-    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
-    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
-    types[kir.ROW_SIZE_VAR] = DType.int64
-    r = CExprRenderer(types)
+    r = _row_renderer(k)
     several = isinstance(k.outer_size, Dim) or k.outer_size > 1
     pragma = _parallel(k.outer_size * k.row_size, trips=k.outer_size) if several else ""
     lines = []
@@ -645,6 +624,14 @@ def _rowwise_body(plan: Plan, k: kir.Rowwise) -> str:
         loop = _fenced(loop)
     lines += [INDENT + line for line in loop]
     return "\n".join(lines)
+
+
+def _row_renderer(k: kir.Rowwise) -> CExprRenderer:
+    """The expression renderer of `k`'s phases: its loads' and row scalars' types."""
+    lets = [p for p in k.phases if isinstance(p, (kir.Let, kir.Reduce))]
+    types = _var_types(k.loads, [kir.Let(p.var, p.value, p.dtype) for p in lets])
+    types[kir.ROW_SIZE_VAR] = DType.int64
+    return CExprRenderer(types)
 
 
 # A row kernel whose float32 output is at least this big writes it by streaming stores
@@ -762,19 +749,6 @@ def _softmax_row_lines(k, form, r, bases, row_stride, n_outer) -> list[str]:
     else:
         src = f"{source.buffer} + {bases[id(source)]}"
     return [*lines, f"{form.helper}({src}, {out}, {render_dim(k.row_size)});"]
-
-
-def _decompose(flat: str, prefix: str, shape: tuple[int, ...]) -> list[str]:
-    """Lines splitting flat index `flat` into `prefix0..` over `shape` (row-major)."""
-    if not shape:
-        return []
-    lines = [f"int64_t rem_{prefix} = {flat};"]
-    for d in reversed(range(len(shape))):
-        lines.append(
-            f"const int64_t {prefix}{d} = rem_{prefix} % {render_dim(shape[d])}; "
-            f"rem_{prefix} /= {render_dim(shape[d])};"
-        )
-    return lines
 
 
 def _row_loop(

@@ -241,6 +241,15 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
         k.post_ops, k.residual, k.bias, k.epilogue, k.silu = (), "", "", epilogue, False
         k.onednn_act_tag = ""
         return k
+    k.onednn = probe.impl
+    k.onednn_src_elems = probe.src_elems
+    k.onednn_dst_elems = probe.dst_elems
+    k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
+    k.same_layouts = probe.same_layouts
+    k.scratch_elems = probe.src_elems + probe.dst_elems
+    if winograd.eligible(k, probe):  # oneDNN's weights are not needed: not reordered, not kept
+        k.winograd = ctx.derived_constant(winograd.transformed_weights(value), DType.float32)
+        return k
     k.onednn_weights = tuple(
         kir.DnnlWeights(
             ctx.derived_constant(w.values, DType.float32), int(w.values.size), w.layout, w.threads
@@ -248,14 +257,6 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
         for w in onednn.reordered_weights(shape, value)
     )
     k.packed_w = k.onednn_weights[0].buffer
-    k.onednn = probe.impl
-    k.onednn_src_elems = probe.src_elems
-    k.onednn_dst_elems = probe.dst_elems
-    k.src_layout, k.dst_layout = probe.src_layout, probe.dst_layout
-    k.same_layouts = probe.same_layouts
-    k.scratch_elems = probe.src_elems + probe.dst_elems
-    if winograd.eligible(k, probe):
-        k.winograd = ctx.derived_constant(winograd.transformed_weights(value), DType.float32)
     return k
 
 

@@ -13,7 +13,8 @@ Winograd, 1.4e-6 for oneDNN's direct kernel, 64 channels).
 
 A convolution runs so when oneDNN would run it in channels last (NHWC) at every team
 size (`ConvProbe.same_layouts`), so the tensors around it are laid out as the plan made
-them for oneDNN, and: 3x3, stride 1, no dilation, padding 1 on every side (the output
+them for oneDNN (its weights are not reordered for oneDNN, and its primitive is never
+made: the descriptor of one thread's gives the layouts), and: 3x3, stride 1, no dilation, padding 1 on every side (the output
 keeps the input's size), a group's input and output channels whole vectors of 16,
 post-ops that are ReLU, Clip and a residual sum only, at least `MIN_CHANNELS` input
 channels and `MIN_PAIRS` channel pairs (input x output) in a group, and an expected

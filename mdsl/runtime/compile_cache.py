@@ -443,7 +443,8 @@ def _without_unread_constants(plan):
 
 def _unread_constants(plan) -> set[str]:
     """Constant buffers no kernel reads: weights the plan packed into another constant
-    (a GEMM with `packed_b` reads that, not `b`)."""
+    (a GEMM with `packed_b` reads that, not `b`; a convolution by oneDNN reads the
+    weights reordered for it or transformed for Winograd, not `w`)."""
     from mdsl.codegen import kir
     from mdsl.codegen.plan import kernel_buffers
 
@@ -455,6 +456,9 @@ def _unread_constants(plan) -> set[str]:
             reads = {k.a.buffer, k.packed_b}
             if k.epilogue is not None:
                 reads |= {a.buffer for a in k.epilogue.loads.values()}
+        elif isinstance(k, kir.Conv) and k.onednn:
+            packed.add(k.w)
+            reads = reads - {k.w}
         read |= reads
     return {b for b in packed - read if plan.buffers[b].kind == "const"}
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import mdsl
 from mdsl import ops
-from mdsl.codegen import onednn, winograd
+from mdsl.codegen import kir, onednn, winograd
 
 RNG = np.random.default_rng(2020)
 pytestmark = pytest.mark.skipif(
@@ -192,6 +192,24 @@ def test_convs_outside_the_rule_keep_onednn_and_equal_torch(cin, cout, stride, d
         )
     ).numpy()
     np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+def test_a_winograd_conv_keeps_no_onednn_weights_and_runs_at_team_sizes_not_planned():
+    """The plan keeps the transformed weights and not oneDNN's reordered copy beside them:
+    the primitive is never made, its descriptor at one thread gives the layouts. So a
+    team size the plan did not ask oneDNN about (3 threads) computes it the same."""
+    x, w, b = _rand(2, 64, 10, 12), _rand(64, 64, 3, 3, scale=0.05), _rand(64)
+    g = _conv_graph(x.shape, w, b, "residual")
+    for threads in (1, 3):
+        exe = mdsl.compile(g, "c", threads=threads)
+        (k,) = [k for k in exe.plan.all_kernels() if isinstance(k, kir.Conv)]
+        assert k.winograd and not k.onednn_weights and not k.packed_w
+        floats = sum(c.size for c in exe.plan.constants)
+        assert floats == w.size + b.size + 16 * 64 * 64  # the graph's, and the transformed
+        for _ in range(2):
+            np.testing.assert_allclose(
+                exe(x=x)["y"], _torch(x, w, b, "residual"), rtol=1e-5, atol=1e-5
+            )
 
 
 def test_mdsl_winograd_0_keeps_onednn_for_every_convolution(monkeypatch):

@@ -210,6 +210,11 @@ def team_state_lines(state_type: str, name: str) -> list[str]:
 def _weights_lines(k: kir.Conv) -> list[str]:
     """The weights reordered at plan time (one per layout the primitives of the team
     sizes chose): their layouts, `weights` as the spec takes them, `w` their buffers."""
+    if not k.onednn_weights:  # a Winograd convolution: the primitive's weights are not kept
+        return [
+            "static const mdsl_dnnl_weights *const weights = 0;",
+            "const float *const *const w = 0;",
+        ]
     lines = [weights_layout_line(w.layout, f"w_layout{i}") for i, w in enumerate(k.onednn_weights)]
     specs = [
         f"{{{w.elems}, w_layout{i}, {len(w.layout)}, {w.threads}}}"
@@ -228,9 +233,9 @@ def _winograd_lines(k: kir.Conv) -> list[str]:
     if not k.winograd:
         return []
     return [
-        "/* computed as Winograd F(2x2, 3x3) by mdsl_wino_run on the primitive's NHWC tensors",
-        f"   (weights transformed at plan time: {k.winograd}); the primitive runs only when",
-        "   its layouts are not NHWC (a team size the plan did not foresee) */",
+        "/* computed as Winograd F(2x2, 3x3) by mdsl_wino_run on NHWC tensors (weights",
+        f"   transformed at plan time: {k.winograd}); oneDNN's primitive is not made, its",
+        "   descriptor at one thread only gives the layouts the tensors are moved between */",
     ]
 
 
@@ -254,7 +259,8 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{_layout(k.out_layout)}"
         + (f"; {fused} fused" if fused else "")
         + silu
-        + "; weights reordered at plan time */",
+        + ("" if k.winograd else "; weights reordered at plan time")
+        + " */",
         *_winograd_lines(k),
         *team_state_lines("mdsl_dnnl_conv", "state"),
         f"static const int64_t x_dims[4] = {{{_ints(shape.x)}}}, y_dims[4] = {{{_ints(shape.y)}}};",

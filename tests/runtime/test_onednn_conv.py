@@ -269,12 +269,17 @@ def test_a_call_whose_team_ends_between_kernels_equals_torch(monkeypatch, use_on
         exe = mdsl.compile(g, "c", threads=2)
     assert ("mdsl_dnnl" in _source(exe)) == use_onednn
     assert _source(exe).count("mdsl_team_checkpoint(team_call);") == len(exe.plan.kernels) - 1 >= 2
-    teams = []
-    for _ in range(16):
-        x = _rand(2, 13, 9, 9)
-        np.testing.assert_allclose(exe(x=x)["y"], _torch_blocks(x, weights), rtol=1e-4, atol=1e-4)
+    xs = [_rand(2, 13, 9, 9) for _ in range(16)]
+    teams, got = [], []
+    for x in xs:
+        got.append(exe(x=x)["y"])
         teams.append(gomp.omp_get_max_threads())
-    assert teams[:4] == [1, 2, 1, 1]  # the fourth call, warm on the team, lost after a kernel
+    for x, y in zip(xs, got):
+        np.testing.assert_allclose(y, _torch_blocks(x, weights), rtol=1e-4, atol=1e-4)
+    # the first call runs on the whole team unless the run queue shows no processor free
+    # (then the second does): one of the first two leaves the team's setting
+    assert sorted(teams[:2]) == [1, 2]
+    assert teams[2:4] == [1, 1]  # the fourth call, warm on the team, lost after a kernel
     assert teams[4:].count(2) == 0
 
 

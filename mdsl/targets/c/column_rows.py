@@ -77,8 +77,11 @@ def _merge_trailing_outer(k: kir.Rowwise) -> kir.Rowwise:
 
 
 def _accesses(k: kir.Rowwise) -> list[kir.Access]:
-    stores = [p.access for p in k.phases if isinstance(p, (kir.RowStore, kir.Store))]
-    return list(k.loads.values()) + stores
+    return list(k.loads.values()) + _stores(k)
+
+
+def _stores(k: kir.Rowwise) -> list[kir.Access]:
+    return [p.access for p in k.phases if isinstance(p, (kir.RowStore, kir.Store))]
 
 
 def lanes(k: kir.Rowwise) -> int:
@@ -105,7 +108,7 @@ def _runs_across_columns(k: kir.Rowwise) -> bool:
         ):
             return False
     loads = list(k.loads.values())
-    stores = [p.access for p in k.phases if isinstance(p, (kir.RowStore, kir.Store))]
+    stores = _stores(k)
     n_outer = len(k.outer_shape)
     if any(a.strides[n_outer - 1] not in (0, 1) for a in loads + stores):
         return False
@@ -168,9 +171,8 @@ class _Block:
     def accesses(self):
         """(base name, access) of every load and store."""
         yield from self.k.loads.items()
-        stores = [p for p in self.k.phases if isinstance(p, (kir.RowStore, kir.Store))]
-        for i, p in enumerate(stores):
-            yield f"st{i}", p.access
+        for i, access in enumerate(_stores(self.k)):
+            yield f"st{i}", access
 
     def phase_lines(self, phase) -> list[str]:
         if isinstance(phase, kir.Reduce):

@@ -14,19 +14,12 @@ from mdsl import ops
 from mdsl.codegen.plan import build_plan
 from mdsl.targets.c.column_rows import MAX_LANES
 from mdsl.targets.c.render import render_c
+from tests.codegen.test_row_sums import _check
 
 
 def _kernels(g: mdsl.Graph) -> str:
     source = render_c(build_plan(mdsl.optimize(g)))
     return source[source.index("\nstatic int k") :]
-
-
-def _check(g: mdsl.Graph, x: np.ndarray, threads: int = 1) -> None:
-    want = mdsl.compile(g, "python")(x=x)
-    got = mdsl.compile(g, "c", threads=threads)(x=x)
-    tol = 1e-12 if x.dtype == np.float64 else 2e-5
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=tol, atol=tol, err_msg=name)
 
 
 def _reduce(kind: str, shape, axes, dtype="float32") -> mdsl.Graph:

@@ -122,7 +122,7 @@ def compile(
     return exe
 
 
-def _cache_key(g: Graph, target, options: dict) -> str | None:
+def _cache_key(g: Graph, target, options: dict) -> compile_cache.CompileKey | None:
     """The compile cache's key for this compile, or None when it is not cached (the
     cache turned off, a backend other than C)."""
     if target.name != "c" or not compile_cache.enabled():

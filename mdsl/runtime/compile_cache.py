@@ -13,7 +13,12 @@ parts: the optimized graph and each variant's Plan (memory plan, kernel table, s
 pickled, each plan's kernels in a pickle of their own inside it (a run needs none of
 them: the loaded plan unpickles them when they are first read, `Plan.defer_kernels`),
 the plan's arrays (packed and reordered weights) in one file the loaded plan maps
-read-only, and each variant's library.
+read-only, and each variant's library. Arrays the compiled graph holds itself (its
+weights, unless packed or folded) are not written: the manifest names them by their
+place in the key's list, and a load reads them from the graph it is given, whose
+arrays the key proves byte for byte the same (C-ordered arrays only: the key hashes
+content, and a Fortran-ordered twin has other bytes in memory). VGG-19's entry: 1212 ->
+637 MB, its packed and Winograd weights.
 
 Why not the saved-executable format (`mdsl.runtime.saved`): a saved executable holds
 no plan (loading one plans again, which is what this cache skips) and inlines the
@@ -92,9 +97,10 @@ from mdsl.log import get_logger, timed
 from mdsl.runtime.saved import signature_line
 
 FORMAT = "mdsl-compile-cache"
-VERSION = 5  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3;
+VERSION = 6  # 2: the arrays file checked by one XXH3-128; 3: the key's arrays by BLAKE3;
 # 4: plans hold their layout template, the arrays file's identity is recorded;
-# 5: each plan's kernels pickled apart (unpickled when first read), oneDNN use recorded
+# 5: each plan's kernels pickled apart (unpickled when first read), oneDNN use recorded;
+# 6: the graph's own arrays are read from the graph, not written
 FOLDER = "compiled"
 MANIFEST, SIGNATURE, STATE, ARRAYS = "manifest.json", "manifest.sig", "state.pickle", "arrays.bin"
 CHUNK = 32 << 20  # bytes of a key's array per digest (hashed in parallel)
@@ -139,8 +145,17 @@ def _without_cycle_collection(fn):
 
 
 # -- the key ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CompileKey:
+    """A compile's cache key: `digest` names the entry; `arrays` are the graph's arrays in
+    the order the key hashed them (an entry refers to them by place)."""
+
+    digest: str
+    arrays: tuple[np.ndarray, ...]
+
+
 @_without_cycle_collection
-def compile_key(g: Graph, backend, options: dict) -> str | None:
+def compile_key(g: Graph, backend, options: dict) -> CompileKey | None:
     """The cache key of compiling `g` for `backend` (a C target) with `options`, or None
     when the compile cannot be cached (see the module doc)."""
     reason = _uncacheable(g)
@@ -158,22 +173,24 @@ def compile_key(g: Graph, backend, options: dict) -> str | None:
             "options": options,
         }
         h.update(json.dumps(context, sort_keys=True, default=str).encode())
-        h.update(graph_fingerprint(g))
+        fingerprint, arrays = graph_fingerprint(g)
+        h.update(fingerprint)
     except (MdslError, OSError) as e:  # an attr the serializer cannot write, a file gone
         _log.info("compile cache not used for %r: %s", g.name, e)
         return None
-    return h.hexdigest()[:40]
+    return CompileKey(h.hexdigest()[:40], tuple(arrays))
 
 
-def graph_fingerprint(g: Graph) -> bytes:
+def graph_fingerprint(g: Graph) -> tuple[bytes, list[np.ndarray]]:
     """A digest of everything `g` is: its serialized form with each array replaced by
-    its shape and BLAKE3 digest and each deferred parameter by its recipe."""
+    its shape and BLAKE3 digest and each deferred parameter by its recipe; and those
+    arrays, in the order hashed."""
     from mdsl.ir.serialize import graph_document
 
     store = _FingerprintStore()
     document = graph_document(g, store)  # a tree (some forms shared, no cycle)
     doc = json.dumps(document, separators=(",", ":"), check_circular=False).encode()
-    return hashlib.sha256(doc).digest() + b"".join(array_digests(store.arrays))
+    return hashlib.sha256(doc).digest() + b"".join(array_digests(store.arrays)), store.arrays
 
 
 class _FingerprintStore:
@@ -329,7 +346,7 @@ def _machine() -> dict:
 
 
 # -- storing ---------------------------------------------------------------------------------
-def store(key: str, exe) -> None:
+def store(key: CompileKey, exe) -> None:
     """Keep `exe`, just compiled, under `key`. The plan is pickled now; the files are
     written by a thread (BERT-base: 440 MB of arrays, hashed), so the first call runs
     meanwhile; a later `load` of `key` in this process waits for it, and the process
@@ -350,15 +367,18 @@ def store(key: str, exe) -> None:
             ],
         }
         pickled, buffers = _pickle(state)
+        sources = _graph_sources(buffers, key.arrays)
         libraries = [Path(v.library_path) for v in variants.values()]
     except Exception as e:  # a plan that does not pickle: compiled as usual
         _log.info("compile cache: not stored (%s: %s)", type(e).__name__, e)
         return
     writer = threading.Thread(
-        target=_write_entry, args=(key, pickled, buffers, libraries), name=f"mdsl-cache-{key[:8]}"
+        target=_write_entry,
+        args=(key.digest, pickled, list(zip(buffers, sources)), libraries),
+        name=f"mdsl-cache-{key.digest[:8]}",
     )
     with _PENDING_LOCK:  # started inside: whoever waits for it finds it started
-        _PENDING.setdefault(key, []).append(writer)
+        _PENDING.setdefault(key.digest, []).append(writer)
         writer.start()
 
 
@@ -379,6 +399,26 @@ def wait_for_stores() -> None:
         keys = list(_PENDING)
     for key in keys:
         _wait_for_store(key)
+
+
+def _graph_sources(buffers: list[pickle.PickleBuffer], arrays) -> list[int | None]:
+    """For each buffer, the place in `arrays` (the key's) of a C-contiguous array whose
+    memory it is, or None. Only C order: an array of other strides with the same
+    content, which the same key would accept, has its bytes in another order."""
+    places: dict[tuple[int, int], int] = {}
+    for i, a in enumerate(arrays):
+        if a.flags.c_contiguous and a.nbytes and not a.dtype.hasobject:
+            places.setdefault((a.ctypes.data, a.nbytes), i)
+    out = []
+    for buffer in buffers:
+        raw = buffer.raw()
+        address = np.frombuffer(raw, np.uint8).ctypes.data if raw.nbytes else None
+        out.append(places.get((address, raw.nbytes)))
+    return out
+
+
+def _graph_memory(a: np.ndarray) -> memoryview:
+    return memoryview(a.reshape(-1).view(np.uint8))
 
 
 def _write_entry(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
@@ -523,12 +563,17 @@ def _recipe(init: ParamInit) -> ParamInit:
     return ParamInit(init.shape, init.dtype, init.kind, init.seed, init.scale)
 
 
-def _write_arrays(path: Path, buffers: list[pickle.PickleBuffer]) -> list[list[int]]:
-    """The buffers written one after another, each aligned; their (offset, size)."""
-    layout = []
+def _write_arrays(path: Path, buffers: list) -> list:
+    """The buffers (each with its place among the key's arrays, or None) written one
+    after another, each aligned, but those a graph's array holds; for each, its
+    [offset, size] in the file or {"graph": place, "size": size}."""
+    layout: list = []
     with open(path, "wb") as f:
-        for buffer in buffers:
+        for buffer, place in buffers:
             raw = buffer.raw()
+            if place is not None:
+                layout.append({"graph": place, "size": raw.nbytes})
+                continue
             f.write(b"\0" * (-f.tell() % ALIGN))
             layout.append([f.tell(), raw.nbytes])
             f.write(raw)
@@ -625,20 +670,20 @@ def _root() -> Path:
 
 # -- loading ---------------------------------------------------------------------------------
 @_without_cycle_collection
-def load(key: str, backend, threads: int | None):
+def load(key: CompileKey, backend, threads: int | None):
     """The Executable stored under `key`, or None (no entry, or one failing a check:
     logged, and compiled again)."""
-    _wait_for_store(key)
+    _wait_for_store(key.digest)
     try:
-        entry = _root() / key
+        entry = _root() / key.digest
     except CompileError as e:
         _log.warning("compile cache not used: %s", e.message)
         return None
     if not entry.is_dir():
-        _log.info("compile cache: miss %s", key)
+        _log.info("compile cache: miss %s", key.digest)
         return None
     try:
-        with timed(_log, "compile cache: hit %s", key):
+        with timed(_log, "compile cache: hit %s", key.digest):
             exe = _load(entry, key, backend, threads)
     except Exception as e:
         _log.warning("compile cache entry %s not used (%s); compiling again", entry, e)
@@ -651,11 +696,11 @@ class EntryError(CompileError):
     """A compile cache entry that fails a check."""
 
 
-def _load(entry: Path, key: str, backend, threads):
+def _load(entry: Path, key: CompileKey, backend, threads):
     from mdsl.runtime.executable import Executable
     from mdsl.targets.c.backend import CVariant
 
-    manifest = _verified_manifest(entry, key)
+    manifest = _verified_manifest(entry, key.digest)
     state_bytes = _verified_file(entry / STATE, manifest["state"])
     libraries = []
     for i, digest in enumerate(manifest["libraries"]):
@@ -665,7 +710,7 @@ def _load(entry: Path, key: str, backend, threads):
         if problem is not None:
             raise EntryError(f"{path.name} is {problem}")
         libraries.append(path)
-    buffers = _verified_arrays(entry / ARRAYS, manifest["arrays"])
+    buffers = _verified_arrays(entry / ARRAYS, manifest["arrays"], key.arrays)
     state = pickle.loads(state_bytes, buffers=buffers)
     variants = {}
     for signature, plan, kernels, sources, toolchain, onednn, library in state["variants"]:
@@ -711,24 +756,39 @@ def _verified_file(path: Path, digest: str) -> bytes:
     return data
 
 
-def _verified_arrays(path: Path, arrays: dict) -> list[memoryview]:
-    """The buffers of the arrays file, mapped read-only once it is the file the
-    manifest's writer hashed (the same identity, so not written since) or, when not,
-    once its digest matches."""
+def _verified_arrays(path: Path, arrays: dict, graph_arrays) -> list[memoryview]:
+    """The buffers the manifest lists: those of the arrays file, mapped read-only once it
+    is the file the manifest's writer hashed (the same identity, so not written since)
+    or, when not, once its digest matches; and the graph's own, from `graph_arrays`."""
+    layout = arrays["buffers"]
+    in_file = [b for b in layout if isinstance(b, list)]
+    view = _mapped_arrays(path, arrays, in_file[-1][0] + in_file[-1][1] if in_file else 0)
+    out = []
+    for b in layout:
+        if isinstance(b, list):
+            out.append(view[b[0] : b[0] + b[1]])
+            continue
+        a = graph_arrays[b["graph"]] if 0 <= b["graph"] < len(graph_arrays) else None
+        if a is None or not a.flags.c_contiguous or a.nbytes != b["size"]:
+            raise EntryError(f"a graph array it names (#{b['graph']}) is not the graph's")
+        out.append(_graph_memory(a))
+    return out
+
+
+def _mapped_arrays(path: Path, arrays: dict, size: int) -> memoryview:
     with open(path, "rb") as f:
         stat = os.fstat(f.fileno())
-        layout = arrays["buffers"]
-        if stat.st_size != (layout[-1][0] + layout[-1][1] if layout else 0):
+        if stat.st_size != size:
             raise EntryError(f"{ARRAYS} has {stat.st_size} bytes, not what the manifest lists")
-        if stat.st_size == 0:
-            return []
+        if size == 0:
+            return memoryview(b"")
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     view = memoryview(mapped)
     if _identity(stat) != arrays.get("identity") and not hmac.compare_digest(
         xxhash.xxh3_128_hexdigest(view), arrays["xxh3_128"]
     ):
         raise EntryError(f"{ARRAYS} was modified or damaged (its XXH3-128 differs)")
-    return [view[offset : offset + n] for offset, n in layout]
+    return view
 
 
 def _sha256(data: bytes) -> str:

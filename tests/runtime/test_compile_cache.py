@@ -190,7 +190,7 @@ def entry_of(g, **options) -> os.PathLike:
     opts = {"backend": "c", "opt_level": 2, "debug": False, "specialize": None, **options}
     key = compile_cache.compile_key(g, target, opts)
     compile_cache.wait_for_stores()
-    return compile_cache._root() / key
+    return compile_cache._root() / key.digest
 
 
 def damage_arrays(entry):
@@ -357,6 +357,46 @@ def test_a_hit_runs_without_unpickling_its_kernels_and_reads_them_when_asked(wor
     profile = exe.profile({"x": X}, runs=2)
     assert [k.name for k in profile.kernels] == [k.name for k in cold.kernels]
     assert work["plan"] == 1
+
+
+def offset_graph(name, offset):
+    """y = x + offset: the plan reads the graph's own array."""
+    with mdsl.Graph(name) as g:
+        g.output(g.input("x", (5, 64)) + g.const("offset", offset), "y")
+    return g
+
+
+def plan_constants(exe):
+    return [c for v in exe.variants().values() for c in v.plan.constants]
+
+
+def test_an_entry_holds_no_copy_of_the_graphs_own_arrays_and_a_hit_reads_them(work):
+    offset = RNG.standard_normal((5, 64)).astype(np.float32)
+    mdsl.compile(offset_graph("own_arrays", offset), backend="c")
+    g = offset_graph("own_arrays", offset.copy())  # the same model, loaded again
+    entry = entry_of(g)
+    assert (entry / compile_cache.ARRAYS).stat().st_size < offset.nbytes
+    work.update(dict.fromkeys(work, 0))
+    exe = mdsl.compile(g, backend="c")
+    assert work["plan"] == 0
+    (held,) = [n.attrs["value"] for n in g if n.op_type == "Const"]
+    assert any(np.shares_memory(c, held) for c in plan_constants(exe))
+    check_against_interpreter(exe, g)
+
+
+def test_a_weight_stored_in_fortran_order_loads_for_its_c_ordered_twin(work):
+    """Both orders have one key (it hashes content); the entry must not hand the second
+    graph the first one's bytes in the wrong order."""
+    offset = RNG.standard_normal((5, 64)).astype(np.float32)
+    g = offset_graph("fortran_twin", np.asfortranarray(offset))
+    check_against_interpreter(mdsl.compile(g, backend="c"), g)
+    twin = offset_graph("fortran_twin", np.ascontiguousarray(offset))
+    work.update(dict.fromkeys(work, 0))
+    exe = mdsl.compile(twin, backend="c")
+    assert work["plan"] == 0
+    check_against_interpreter(exe, twin)
+    (held,) = [n.attrs["value"] for n in exe.graph if n.op_type == "Const"]
+    np.testing.assert_array_equal(held, offset)
 
 
 def test_a_hit_of_a_onednn_convolution_knows_it_links_onednn(work):

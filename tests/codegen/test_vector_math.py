@@ -196,3 +196,45 @@ def test_the_gelu_form_is_recognized_only_with_the_same_x_throughout():
     assert render(0.5 * (x + y) * (1.0 + E.erf((x + y) / sqrt2))) == "mdsl_gelu_f32((x + y))"
     for other in (0.5 * y * (1.0 + E.erf(x / sqrt2)), 0.5 * x * (1.0 + E.erf(x / 1.5))):
         assert "mdsl_gelu_f32" not in render(other)
+
+
+# -- sigmoid: exp(-|x|) inline (mdsl_sigmoidf) ---------------------------------------------------------
+SIGMOID_N = 400_003  # parallel at 2 threads, and not a multiple of any vector width
+
+
+def _sigmoid_inputs(n: int) -> np.ndarray:
+    """A dense grid over where sigmoid is not 0 or 1 in float32, random bit patterns, the
+    edges of the underflow cut and the special values."""
+    f32 = np.float32
+    cut = [f32(-87.33654), np.nextafter(f32(-87.33654), f32(0)), f32(-88.8), f32(-104.0)]
+    bits = np.random.default_rng(11).integers(0, 2**32, n // 4, dtype=np.uint64).astype(np.uint32)
+    random = bits.view(f32)
+    random = random[np.isfinite(random)]
+    special = np.concatenate([np.array(cut, f32), SPECIAL, TINY])
+    grid = np.linspace(-110, 40, n - random.size - special.size, dtype=f32)
+    return np.concatenate([grid, random, special])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sigmoid_is_within_3_ulp_and_keeps_special_values(threads):
+    """Within 3 ulp of the float64 sigmoid where that is a normal float32 (numpy's float32
+    1 / (1 + exp(-x)) is within 3.4), and within 2^-126 below, where the helper gives 0; a
+    wrong coefficient, a dropped reduction term or a wrong branch fails it."""
+    x = _sigmoid_inputs(SIGMOID_N)
+    with mdsl.Graph("sigmoid") as g:
+        g.output(ops.sigmoid(g.input("x", x.shape)), "y")
+    exe = mdsl.compile(g, backend="c", threads=threads)
+    kernels = next(iter(exe.sources.values())).split("/* k", 1)[1]
+    assert "mdsl_sigmoidf(" in kernels and "expf(" not in kernels
+    got = exe(x=x)["y"]
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        truth = 1.0 / (1.0 + np.exp(-wide))
+    tiny = np.finfo(np.float32).tiny
+    finite = np.isfinite(x)
+    normal = finite & (truth >= tiny)
+    assert _ulps(got[normal], truth[normal]) <= 3
+    assert np.abs(got[finite & ~normal] - truth[finite & ~normal]).max() <= tiny
+    assert np.isnan(got[np.isnan(x)]).all()
+    assert got[x == np.inf].tolist() == [1.0] and got[x == -np.inf].tolist() == [0.0]
+    assert (got[x == 0] == 0.5).all()

@@ -244,10 +244,13 @@ class CVariant:
         copies = []
         for i, name in enumerate(self._input_names):
             a = env[name]
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-                copies.append(a)
-            in_ptrs[i] = _ptr(a)
+            try:  # a C-contiguous array, the usual feed: one call, no flags object
+                in_ptrs[i] = _FFI.from_buffer(a)
+            except (ValueError, TypeError, BufferError):  # strided, or no buffer protocol
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                    copies.append(a)
+                in_ptrs[i] = _ptr(a)
         return copies
 
     def _call_with_dims(self, entry, env: dict[str, np.ndarray], *extra):

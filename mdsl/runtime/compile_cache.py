@@ -417,10 +417,6 @@ def _graph_sources(buffers: list[pickle.PickleBuffer], arrays) -> list[int | Non
     return out
 
 
-def _graph_memory(a: np.ndarray) -> memoryview:
-    return memoryview(a.reshape(-1).view(np.uint8))
-
-
 def _write_entry(key: str, pickled: bytes, buffers: list, libraries: list[Path]) -> None:
     try:
         with timed(_log, "compile cache: store %s", key):
@@ -773,6 +769,11 @@ def _verified_arrays(path: Path, arrays: dict, graph_arrays) -> list[memoryview]
             raise EntryError(f"a graph array it names (#{b['graph']}) is not the graph's")
         out.append(_graph_memory(a))
     return out
+
+
+def _graph_memory(a: np.ndarray) -> memoryview:
+    """The bytes of C-contiguous `a`, as a buffer pickle rebuilds an array on."""
+    return memoryview(a.reshape(-1).view(np.uint8))
 
 
 def _mapped_arrays(path: Path, arrays: dict, size: int) -> memoryview:

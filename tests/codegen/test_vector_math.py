@@ -110,11 +110,16 @@ def _gelu_inputs(n: int) -> np.ndarray:
         np.nextafter(f32(GELU_EDGE), f32(9)),
     ]
     special = np.array([*edge, *(-e for e in edge), np.finfo(f32).tiny, 1e-40, 3e38], f32)
-    special = np.concatenate([special, -special, SPECIAL])
-    bits = np.random.default_rng(7).integers(0, 2**32, n // 4, dtype=np.uint64).astype(np.uint32)
-    random = bits.view(f32)
-    random = random[np.isfinite(random)]  # NaN and inf are among the special values
-    grid = np.linspace(-12, 12, n - random.size - special.size, dtype=f32)
+    return _grid_random_special(n, (-12, 12), np.concatenate([special, -special, SPECIAL]), 7)
+
+
+def _grid_random_special(n: int, span: tuple, special: np.ndarray, seed: int) -> np.ndarray:
+    """n float32s: a grid over `span`, n // 4 random bit patterns (finite ones: NaN and inf
+    are among the special values) and `special`."""
+    bits = np.random.default_rng(seed).integers(0, 2**32, n // 4, dtype=np.uint64)
+    random = bits.astype(np.uint32).view(np.float32)
+    random = random[np.isfinite(random)]
+    grid = np.linspace(*span, n - random.size - special.size, dtype=np.float32)
     return np.concatenate([grid, random, special])
 
 
@@ -207,12 +212,9 @@ def _sigmoid_inputs(n: int) -> np.ndarray:
     edges of the underflow cut and the special values."""
     f32 = np.float32
     cut = [f32(-87.33654), np.nextafter(f32(-87.33654), f32(0)), f32(-88.8), f32(-104.0)]
-    bits = np.random.default_rng(11).integers(0, 2**32, n // 4, dtype=np.uint64).astype(np.uint32)
-    random = bits.view(f32)
-    random = random[np.isfinite(random)]
-    special = np.concatenate([np.array(cut, f32), SPECIAL, TINY])
-    grid = np.linspace(-110, 40, n - random.size - special.size, dtype=f32)
-    return np.concatenate([grid, random, special])
+    return _grid_random_special(
+        n, (-110, 40), np.concatenate([np.array(cut, f32), SPECIAL, TINY]), 11
+    )
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -152,8 +152,9 @@ static inline double mdsl_pow3(double x) { return x * x * x; }
    non-positive argument needs no overflow handling: r = a - k ln2 with k = round(a /
    ln2) read from the low bits of a / ln2 + 1.5 * 2^23, a degree-6 polynomial in r
    (Estrin's form) for exp(r) - 1, 2^k by its exponent bits, e = p 2^k + 2^k in one
-   multiply-add (1-2% faster than rounding 1 + p first, as accurate); e below 2^-126 (where 2^k's bits would not
-   be a float) is 0, so sigmoid is 0 where 1 / (1 + expf(-x)) would be below 2^-126.
+   multiply-add (1-2% faster than rounding 1 + p first, as accurate); e below 2^-126
+   (where 2^k's bits would not be a float) is 0, so sigmoid is 0 where
+   1 / (1 + expf(-x)) would be below 2^-126.
    Within 2.2 ulp of the float64 sigmoid elsewhere; numpy's float32 1 / (1 + exp(-x)) is
    within 3.4 (tests/codegen/test_vector_math.py). It replaced a call of glibc's vector
    expf, around which a loop spilled its vectors. W1's GELU-times-sigmoid chain at one

@@ -25,6 +25,7 @@ from mdsl.codegen.onednn import DECLARATIONS
 from mdsl.codegen.packing import TILE_ALIGN, padded_extent
 from mdsl.codegen.plan import Plan, kernel_buffers, slot_name
 from mdsl.codegen.templates import template_environment
+from mdsl.codegen.toolchain import last_level_cache_bytes
 from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.naming import c_comment as comment_text
@@ -642,20 +643,30 @@ def _row_renderer(k: kir.Rowwise) -> CExprRenderer:
 # 12 MiB 1.87-2.08 / 1.07-1.24 ms. Rows up to STREAM_ROW_MAX elements (the stack buffer
 # one is computed into) and at least STREAM_ROW_MIN (a streamed partial line is slow).
 STREAM_MIN_BYTES = 8 << 20
+# ...and at least an eighth of the last-level cache: an output well inside it is still
+# there for its reader, and streaming it out costs a trip to memory. Layer norm alone on
+# a Xeon with 480 MiB of L3, one core (plain / streamed): 12 MiB 1.08 / 1.45 ms, 48 MiB
+# 4.8 / 5.5, 96 MiB 13.3 / 10.8, 192 MiB 28.7 / 24.1; Zen 3's 32 MiB gives the 8 MiB above.
+STREAM_CACHE_SHARE = 8
 STREAM_ROW_MAX = 4096
 STREAM_ROW_MIN = 64
 
 
+def stream_min_bytes() -> int:
+    """The smallest row output written by streaming stores on the machine that builds."""
+    return max(STREAM_MIN_BYTES, last_level_cache_bytes() // STREAM_CACHE_SHARE)
+
+
 def streamed_row_store(k: kir.Rowwise) -> kir.RowStore | None:
     """The row store of `k` written by streaming stores, if any: a static kernel's only
-    store, float32 rows one element apart, large (STREAM_MIN_BYTES), and no load of the
+    store, float32 rows one element apart, large (`stream_min_bytes`), and no load of the
     kernel reading its buffer. Not a softmax: over [98304, 128] streamed rows took 9%
     longer (and over [12288, 1024] 4% less)."""
     if isinstance(k.outer_size, Dim) or isinstance(k.row_size, Dim):
         return None
     if not STREAM_ROW_MIN <= k.row_size <= STREAM_ROW_MAX:
         return None
-    if k.outer_size * k.row_size * 4 < STREAM_MIN_BYTES:
+    if k.outer_size * k.row_size * 4 < stream_min_bytes():
         return None
     stores = [p for p in k.phases if isinstance(p, (kir.RowStore, kir.Store))]
     if len(stores) != 1 or not isinstance(stores[0], kir.RowStore):

@@ -278,11 +278,13 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
      does not beat it ends the probe, so a clearly losing probe costs one call;
    - a whole team that a load has slowed until a probe of one thread won is probed again
      after MDSL_TEAM_PROBE_SOON calls (a neighbour's burst of a few calls is over by then);
-   - a lost probe is tried again soon (MDSL_TEAM_PROBE_MIN calls: a load that was passing,
-     such as another runtime's pool spinning after its own calls, is gone by then); the
-     gap doubles with every further loss in a row, up to MDSL_TEAM_PROBE_MAX calls, and a
-     probe is due at least every MDSL_TEAM_PROBE_SECONDS (a probe of one thread, no more
-     often than its cost keeps within MDSL_TEAM_PROBE_SHARE of the time). Time here is
+   - a lost probe of the whole team is tried again soon (MDSL_TEAM_PROBE_MIN calls: a
+     load that was passing, such as another runtime's pool spinning after its own calls,
+     is gone by then); the gap doubles with every further loss in a row, up to
+     MDSL_TEAM_PROBE_MAX calls. A probe is due at least every MDSL_TEAM_PROBE_SECONDS,
+     and a probe of one thread only then (no more often than its cost keeps within
+     MDSL_TEAM_PROBE_SHARE of the time) or when the team's calls got slower (below), but
+     for one check of a team the first calls chose, MDSL_TEAM_PROBE_MIN calls on. Time here is
      the time spent in the library's calls (mdsl_team_now), not the wall clock's;
    - but probes of the whole team may cost at most MDSL_TEAM_PROBE_SHARE of the time: a
      probe's cost (what its calls took beyond the choice's time) is paid from a credit
@@ -361,6 +363,7 @@ static inline uint64_t mdsl_sat_uint64_t(double x) { if (x != x) return 0; if (x
 #define MDSL_TEAM_PAUSE 1e-3
 #define MDSL_TEAM_PAUSED_NORM 4
 #define MDSL_TEAM_COLD_CALLS 2
+#define MDSL_TEAM_SLOWED 1.5  /* a team this much slower than when chosen: a load came */
 static double mdsl_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -375,6 +378,7 @@ typedef struct {
     int recent_count, recent_next;
     double last;                       /* the choice's last call's work */
     double other;                      /* the other team size's best time at its last probe */
+    double chosen_at;                  /* the choice's recent time when it was chosen */
     double first[2];                   /* the first calls' best times, by team size */
     int64_t calls, next_probe;
     int64_t trial_ends;                /* a whole team a probe chose pays its losses until */
@@ -459,11 +463,18 @@ static double mdsl_team_deadline(const mdsl_team_policy *p, int team) {
     return beat / MDSL_TEAM_MARGIN;
 }
 
+/* A probe lost. The next is counted in calls, but for a team as fast as when it was
+   chosen: its next probe of one thread waits for its period (mdsl_team_probe_period) or
+   for its calls to get slower than one thread's (mdsl_team_record). Probes after 8, 16,
+   32 and 64 calls cost a call on one thread each, of a 3 ms call twice as slow there 12%
+   of the first calls' time (make bench's W4 at 2 threads had one in 2 of its 7 samples). */
 static void mdsl_team_lost(mdsl_team_policy *p, double now) {
     int64_t gap = MDSL_TEAM_PROBE_MIN;  /* the first loss is tried again soon */
     for (int i = 0; i < p->losses && gap < MDSL_TEAM_PROBE_MAX; ++i) gap *= 2;
     p->losses++;
-    p->next_probe = p->calls + (gap < MDSL_TEAM_PROBE_MAX ? gap : MDSL_TEAM_PROBE_MAX);
+    const int unchanged = p->choice == 1 && mdsl_team_mine(p) <= MDSL_TEAM_SLOWED * p->chosen_at;
+    p->next_probe = unchanged ? INT64_MAX
+                              : p->calls + (gap < MDSL_TEAM_PROBE_MAX ? gap : MDSL_TEAM_PROBE_MAX);
     p->probed_at = now;
 }
 /* The probe mdsl_team_pick chose for this call is skipped: the run queue has no room. */
@@ -482,6 +493,7 @@ static void mdsl_team_probe_ends(mdsl_team_policy *p, int won, double mine, doub
         p->choice = !p->choice;
         p->recent_count = p->recent_next = 0;
         for (int i = 0; i < p->probe_calls; ++i) mdsl_team_remember(p, p->probe_times[i]);
+        p->chosen_at = mdsl_team_recent(p);
         p->other = mine;
         p->losses = 0;
         p->next_probe = p->calls + (p->choice == 0 ? MDSL_TEAM_PROBE_SOON : MDSL_TEAM_PROBE_MIN);
@@ -518,6 +530,7 @@ static void mdsl_team_record(mdsl_team_policy *p, int team, double seconds, doub
         if (call < 3) return;
         p->choice = p->first[1] < p->first[0];
         mdsl_team_remember(p, p->first[p->choice]);
+        p->chosen_at = p->first[p->choice];
         p->other = p->first[!p->choice];
         p->probed_at = p->credit_at = now;
         p->skip_limit = MDSL_TEAM_HINT_SKIPS;

@@ -192,6 +192,16 @@ def test_on_a_quiet_machine_the_whole_team_runs_nearly_every_call(policy):
     assert np.diff(ones)[-1] >= 256 or times[4 + ones[-2] : 4 + ones[-1]].sum() >= 1.0
 
 
+def test_a_team_as_fast_as_when_chosen_probes_one_thread_once_then_by_its_period(policy):
+    """Calls of 3 ms on the team, 6 ms on one thread: after the check of the first calls'
+    choice, the next probe of one thread waits for a second of calls (at counted gaps of
+    8, 16, 32 and 64 calls, 12% of the first calls' time went to probes)."""
+    picked, times = policy(*steady(600, 6e-3, 3e-3))
+    probes = 4 + np.flatnonzero(picked[4:] == 0)
+    assert probes[0] == 12 and 300 < probes[1] < 400
+    assert times[4:300].sum() <= 1.02 * 3e-3 * 296
+
+
 def test_the_whole_team_must_win_by_the_margin(policy):
     picked, _ = policy(*steady(2000, 1e-3, 0.95e-3))  # 5% faster: within the margin
     assert not picked[4:].any() or picked[4:].mean() < 0.01

@@ -1,14 +1,20 @@
 """Which GEMMs oneDNN's matmul computes in the C target, and their weights in its layout.
 
-A GEMM of a constant float32 B with at least `MIN_ROWS` rows (static sizes, A
-row-contiguous, not transposed, alpha 1, one matrix) runs as one oneDNN `matmul`
-primitive whose weights are `format_tag_any`: the primitive's blocked layout, filled
-once here at plan time. A and C stay mdsl's row-major buffers; the epilogue (bias,
-activation, residual) is applied by mdsl after the product. Measured on a shared 2-core
-AVX-512 Xeon, 1 thread, thread CPU time, against mdsl's packed GEMM
-(`benchmarks/onednn_matmul.py`, docs/cpu-kernels.md): M=128, K=768, N=3072 and
-M=128, K=3072, N=768 are 4-9% faster; smaller M was not measured and keeps the packed
-kernel. Without AVX-512 oneDNN's matmul is `gemm:jit`, which packs B on every call and was
+A GEMM of a constant float32 B with at least `MANY_ROWS` rows, or at least `MIN_ROWS`
+and a K of at least `LONG_K` (static sizes, A row-contiguous, not transposed, alpha 1,
+one matrix) runs as one oneDNN `matmul` primitive whose weights are `format_tag_any`:
+the primitive's blocked layout, filled once here at plan time. A and C stay mdsl's
+row-major buffers; the epilogue (bias, activation, residual) is applied by mdsl after
+the product. First measured on a shared 2-core AVX-512 Xeon against the packed GEMM of
+then (its 32-column panels): M=128, K=768, N=3072 and M=128, K=3072, N=768 4-9% faster.
+Against today's packed kernel (two 16-column panels per 12 x 32 tile), on a 2-vCPU
+AVX-512 Xeon, 1 thread, MatMul + bias + residual interleaved with ORT, two runs (mdsl /
+ORT, packed against oneDNN): K <= 768 at M = 128 and 197 the packed kernel is 2-5%
+faster (128x768x3072 0.91-0.94 / 0.95-0.96, 128x768x768 0.91-0.95 / 0.96-0.98,
+128x512x2048 0.90 / 0.94, 197x768x2304 0.93-0.97 / 0.96-1.05); at K >= 2048 they are
+even or oneDNN leads (128x3072x768 0.99-1.01 / 0.97-1.05, 197x3072x768 1.04 /
+0.97-1.05), and at M = 1024 oneDNN leads (1024x768x3072 0.86-1.00 / 0.85-0.86). At
+2 threads they were even. Without AVX-512 oneDNN's matmul is `gemm:jit`, which packs B on every call and was
 no faster than the packed kernel on a Zen 3 core, so nothing is routed there (only
 `FAST_IMPLS` are). `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
 
@@ -34,7 +40,9 @@ from mdsl.ir.dim import Dim
 from mdsl.ir.dtype import DType
 from mdsl.ir.graph import Tensor
 
-MIN_ROWS = 128  # the measured class (M=128); below it the packed kernel stays
+MIN_ROWS = 128  # below it the packed kernel stays (smaller M was not measured)
+MANY_ROWS = 512  # from here oneDNN at any K (of at least MIN_SIDE)
+LONG_K = 2048  # or from MIN_ROWS with a K this long
 MIN_SIDE = 256  # K and N
 MATMUL_DECLARATION = """
 dnnl_status_t dnnl_matmul_primitive_desc_create(dnnl_primitive_desc_t *pd,
@@ -103,7 +111,8 @@ def _routed(g: kir.Gemm) -> bool:
         return False
     if any(isinstance(v, Dim) for v in (g.m, g.n, g.k, g.lda)):
         return False
-    return g.m >= MIN_ROWS and min(g.n, g.k) >= MIN_SIDE and g.lda == g.k
+    many_rows = g.m >= MANY_ROWS or (g.m >= MIN_ROWS and g.k >= LONG_K)
+    return many_rows and min(g.n, g.k) >= MIN_SIDE and g.lda == g.k
 
 
 def with_onednn_matmul(ctx, g: kir.Gemm, b: Tensor) -> kir.Gemm:

@@ -5,18 +5,14 @@ and a K of at least `LONG_K` (static sizes, A row-contiguous, not transposed, al
 one matrix) runs as one oneDNN `matmul` primitive whose weights are `format_tag_any`:
 the primitive's blocked layout, filled once here at plan time. A and C stay mdsl's
 row-major buffers; the epilogue (bias, activation, residual) is applied by mdsl after
-the product. First measured on a shared 2-core AVX-512 Xeon against the packed GEMM of
-then (its 32-column panels): M=128, K=768, N=3072 and M=128, K=3072, N=768 4-9% faster.
-Against today's packed kernel (two 16-column panels per 12 x 32 tile), on a 2-vCPU
-AVX-512 Xeon, 1 thread, MatMul + bias + residual interleaved with ORT, two runs (mdsl /
-ORT, packed against oneDNN): K <= 768 at M = 128 and 197 the packed kernel is 2-5%
-faster (128x768x3072 0.91-0.94 / 0.95-0.96, 128x768x768 0.91-0.95 / 0.96-0.98,
-128x512x2048 0.90 / 0.94, 197x768x2304 0.93-0.97 / 0.96-1.05); at K >= 2048 they are
-even or oneDNN leads (128x3072x768 0.99-1.01 / 0.97-1.05, 197x3072x768 1.04 /
-0.97-1.05), and at M = 1024 oneDNN leads (1024x768x3072 0.86-1.00 / 0.85-0.86). At
-2 threads they were even. Without AVX-512 oneDNN's matmul is `gemm:jit`, which packs B on every call and was
-no faster than the packed kernel on a Zen 3 core, so nothing is routed there (only
-`FAST_IMPLS` are). `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
+the product. The class (docs/cpu-kernels.md, "GEMMs by oneDNN's matmul"): first measured
+against the packed GEMM of then (32-column panels), oneDNN was 4-9% faster at M=128,
+K=768 or 3072. Against today's packed kernel (two 16-column panels per 12 x 32 tile),
+on a 2-vCPU AVX-512 Xeon at 1 thread, the packed kernel is 2-5% faster for K <= 768 at
+M = 128-197, even or behind at K >= 2048, and behind at M = 1024; at 2 threads they
+were even. Without AVX-512 oneDNN's matmul is `gemm:jit`, which packs B on every call
+and was no faster than the packed kernel on a Zen 3 core, so nothing is routed there
+(only `FAST_IMPLS` are). `MDSL_ONEDNN=0` keeps the hand-written kernel everywhere.
 
 A batched product of two run-time operands (attention's `Q·Kᵀ` and `P·V`) with M, N
 and K of at least `BATCHED_MIN_SIDE` runs as one oneDNN matmul over the whole batch,

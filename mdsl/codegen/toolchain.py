@@ -64,10 +64,8 @@ def native_flags() -> tuple[str, ...]:
     return ("-march=native",)
 
 
-_CACHE_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
 CPU0_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_CACHE_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 @functools.cache

@@ -471,7 +471,8 @@ static double mdsl_team_deadline(const mdsl_team_policy *p, int team) {
    chosen: its next probe of one thread waits for its period (mdsl_team_probe_period) or
    for its calls to get slower than one thread's (mdsl_team_record). Probes after 8, 16,
    32 and 64 calls cost a call on one thread each, of a 3 ms call twice as slow there 12%
-   of the first calls' time (make bench's W4 at 2 threads had one in 2 of its 7 samples). */
+   of the first calls' time (make bench's W4 at 2 threads: a probe in two of its seven
+   samples). */
 static void mdsl_team_lost(mdsl_team_policy *p, double now) {
     int64_t gap = MDSL_TEAM_PROBE_MIN;  /* the first loss is tried again soon */
     for (int i = 0; i < p->losses && gap < MDSL_TEAM_PROBE_MAX; ++i) gap *= 2;

@@ -1,5 +1,5 @@
-"""Float sums over rows in C run in blocks of partial sums (independent vector adds)
-with a tail loop, and row kernels reading rows several times hint a later row into the
+"""Float sums over rows in C run in blocks of partial sums (independent vector adds),
+combined in halves, with a tail loop, and row kernels reading rows several times hint a later row into the
 cache (`mdsl.targets.c.render`: SUM_BLOCK_BYTES, PREFETCH_MIN_BYTES, PREFETCH_AHEAD_BYTES):
 equal to the interpreter for rows around the block size, float64, symbolic rows and several threads;
 short rows and integer sums keep the plain loop."""
@@ -66,13 +66,34 @@ def _kernel(source: str) -> str:
 
 def test_long_rows_sum_in_blocks_and_hint_a_later_row():
     kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 300))))))
-    assert kernel.count("_p[32] = {0};") == 3  # the total and layer norm's two sums
+    assert kernel.count("_p[64] = {0};") == 3  # the total and layer norm's two sums
     assert "for (int64_t j = r" in kernel  # 300 is not whole blocks: a tail loop
     # the row about 16 KiB on: 13 rows of 1200 bytes
     hint = r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 13 \* 300\) \* 4, 300 \* 4\);"
     assert len(re.findall(hint, kernel)) == 1
     rows_of_16k = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 4096))))))
     assert re.search(r"mdsl_prefetch\(in0, \(b_ld\d+ \+ 4096\) \* 4, 4096 \* 4\);", rows_of_16k)
+
+
+def test_partial_sums_combine_in_halves():
+    """The partials fold in halves (a few vector adds), not one by one: a chain of 64
+    dependent scalar adds per sum, which kept layer norm 20% slower."""
+    kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 768))))))
+    sums = re.findall(r"float (\w+)_p\[64\] = \{0\};", kernel)
+    assert len(sums) == 3
+    for var in sums:
+        for width in (32, 16, 8, 4, 2):
+            assert (
+                f"for (int64_t l = 0; l < {width}; l++) {var}_p[l] += {var}_p[l + {width}];"
+                in kernel
+            )
+        assert f"float {var} = {var}_p[0] + {var}_p[1];" in kernel
+        assert f"{var} += {var}_p[l]" not in kernel
+
+
+def test_rows_shorter_than_two_blocks_sum_in_half_blocks():
+    kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 96))))))
+    assert kernel.count("_p[32] = {0};") == 3 and "_p[64]" not in kernel
 
 
 def test_short_rows_and_integer_sums_keep_the_plain_loop():

@@ -768,36 +768,44 @@ static int k8_layernormali(float *in0, float *c0, float *c1, float *out0) {
         const int64_t b_ld7 = 0;
         const int64_t b_st5 = o0 * 300;
         mdsl_prefetch(in0, (b_ld0 + 13 * 300) * 4, 300 * 4);
-        float r1_p[32] = {0};  /* partial sums: independent vector adds */
+        float r1_p[64] = {0};  /* partial sums: independent vector adds */
         int64_t r1_j = 0;
-        for (; r1_j + 32 <= 300; r1_j += 32) {
+        for (; r1_j + 64 <= 300; r1_j += 64) {
             #pragma omp simd
-            for (int64_t l = 0; l < 32; l++) {
+            for (int64_t l = 0; l < 64; l++) {
                 const int64_t j = r1_j + l;
                 const float ld0 = in0[b_ld0 + j];
                 r1_p[l] += ld0;
             }
         }
-        float r1 = 0;
-        for (int64_t l = 0; l < 32; l++) r1 += r1_p[l];
+        for (int64_t l = 0; l < 32; l++) r1_p[l] += r1_p[l + 32];
+        for (int64_t l = 0; l < 16; l++) r1_p[l] += r1_p[l + 16];
+        for (int64_t l = 0; l < 8; l++) r1_p[l] += r1_p[l + 8];
+        for (int64_t l = 0; l < 4; l++) r1_p[l] += r1_p[l + 4];
+        for (int64_t l = 0; l < 2; l++) r1_p[l] += r1_p[l + 2];
+        float r1 = r1_p[0] + r1_p[1];
         #pragma omp simd reduction(+:r1)
         for (int64_t j = r1_j; j < 300; j++) {
             const float ld0 = in0[b_ld0 + j];
             r1 += ld0;
         }
         const float s2 = (r1 * 0.0033333333333333335f);
-        float r3_p[32] = {0};  /* partial sums: independent vector adds */
+        float r3_p[64] = {0};  /* partial sums: independent vector adds */
         int64_t r3_j = 0;
-        for (; r3_j + 32 <= 300; r3_j += 32) {
+        for (; r3_j + 64 <= 300; r3_j += 64) {
             #pragma omp simd
-            for (int64_t l = 0; l < 32; l++) {
+            for (int64_t l = 0; l < 64; l++) {
                 const int64_t j = r3_j + l;
                 const float ld0 = in0[b_ld0 + j];
                 r3_p[l] += ((ld0 - s2) * (ld0 - s2));
             }
         }
-        float r3 = 0;
-        for (int64_t l = 0; l < 32; l++) r3 += r3_p[l];
+        for (int64_t l = 0; l < 32; l++) r3_p[l] += r3_p[l + 32];
+        for (int64_t l = 0; l < 16; l++) r3_p[l] += r3_p[l + 16];
+        for (int64_t l = 0; l < 8; l++) r3_p[l] += r3_p[l + 8];
+        for (int64_t l = 0; l < 4; l++) r3_p[l] += r3_p[l + 4];
+        for (int64_t l = 0; l < 2; l++) r3_p[l] += r3_p[l + 2];
+        float r3 = r3_p[0] + r3_p[1];
         #pragma omp simd reduction(+:r3)
         for (int64_t j = r3_j; j < 300; j++) {
             const float ld0 = in0[b_ld0 + j];

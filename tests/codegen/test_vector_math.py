@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
 import mdsl
 from mdsl import ops
+from tests.c_library import gcc_compile
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 3e-4, 5e-4, 9.0], np.float32)
 # erf's rational multiplied its numerator by x first, which went subnormal below about
@@ -249,37 +249,17 @@ def test_a_sigmoid_followed_by_a_relu_still_vectorizes(tmp_path):
     branch where sigmoid is the constant 0 and vectorized nothing (W7's chain: 3.2 us a
     call instead of 2.5); the clamp keeps the loop a vector loop. Compiled with the
     target's own flags, asking GCC which loops it vectorized."""
-    from mdsl.codegen.toolchain import default_toolchain
-
     with mdsl.Graph("sigmoid_relu") as g:
         x = g.input("x", (16,))
         y = ops.relu(ops.sigmoid(ops.tanh(x) + x) - 0.25) * x
         g.output(ops.relu(ops.sigmoid(ops.tanh(y) + x) - 0.25), "y")
-    source = tmp_path / "chain.c"
-    source.write_text(next(iter(mdsl.compile(g, backend="c", threads=1).sources.values())))
-    toolchain = default_toolchain()
-    version = subprocess.run([toolchain.cc, "--version"], capture_output=True, text=True).stdout
-    if "Free Software Foundation" not in version or "clang" in version:
-        pytest.skip("-fopt-info is GCC's")
-    flags = [f for f in toolchain.flags if f != "-shared"]
+    source = next(iter(mdsl.compile(g, backend="c", threads=1).sources.values()))
     report = tmp_path / "vectorized.txt"
-    subprocess.run(
-        [
-            toolchain.cc,
-            *flags,
-            *(f"-I{d}" for d in toolchain.include_dirs),
-            "-c",
-            str(source),
-            "-o",
-            str(tmp_path / "chain.o"),
-            f"-fopt-info-vec-optimized={report}",
-        ],
-        check=True,
-    )
-    rows = source.read_text().splitlines()
+    path = gcc_compile(tmp_path, source, f"-fopt-info-vec-optimized={report}")
+    rows = path.read_text().splitlines()
     kernel_line = 1 + next(i for i, row in enumerate(rows) if row.startswith("static int k"))
     lines = {
         int(m)
-        for m in re.findall(r"chain\.c:(\d+):\d+: optimized: loop vectorized", report.read_text())
+        for m in re.findall(r"unit\.c:(\d+):\d+: optimized: loop vectorized", report.read_text())
     }
     assert any(kernel_line < line <= kernel_line + 3 for line in lines), report.read_text()

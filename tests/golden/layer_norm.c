@@ -770,6 +770,7 @@ static int k8_layernormali(float *in0, float *c0, float *c1, float *out0) {
         mdsl_prefetch(in0, (b_ld0 + 13 * 300) * 4, 300 * 4);
         float r1_p[64] = {0};  /* partial sums: independent vector adds */
         int64_t r1_j = 0;
+        #pragma GCC unroll 2
         for (; r1_j + 64 <= 300; r1_j += 64) {
             #pragma omp simd
             for (int64_t l = 0; l < 64; l++) {
@@ -792,6 +793,7 @@ static int k8_layernormali(float *in0, float *c0, float *c1, float *out0) {
         const float s2 = (r1 * 0.0033333333333333335f);
         float r3_p[64] = {0};  /* partial sums: independent vector adds */
         int64_t r3_j = 0;
+        #pragma GCC unroll 2
         for (; r3_j + 64 <= 300; r3_j += 64) {
             #pragma omp simd
             for (int64_t l = 0; l < 64; l++) {

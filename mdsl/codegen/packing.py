@@ -211,15 +211,17 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     """`k` computed by oneDNN when that is faster than the hand-written kernels: a
     convolution of constant float32 weights (reordered here into the primitive's layout,
     `packed_w`) and static sizes, for which oneDNN has a blocked kernel (`brgconv`,
-    `brdgmm`, `jit`: not its im2col `gemm` or `ref` ones). A 1x1 or depthwise one only
-    when it is `chained` to another convolution (its activations may then stay blocked,
-    `mdsl.codegen.blocked`): alone, the two reorders between NCHW and the blocked layout
-    cost more than oneDNN gains (docs/cpu-kernels.md has the measurements). `fused`
+    `brdgmm`, `jit`: not its im2col `gemm` or `ref` ones). A depthwise one, or a 1x1 one
+    of little arithmetic per pixel (`dense_1x1`), only when it is `chained` to another
+    convolution (its activations may then stay blocked, `mdsl.codegen.blocked`): alone,
+    the two reorders between NCHW and the blocked layout cost more than oneDNN gains
+    (docs/cpu-kernels.md has the measurements). `fused`
     (`onednn_post_ops`: post-ops and the residual's buffer) replaces the epilogue."""
     if ctx.derived_constant is None or isinstance(k.n, Dim) or not onednn.available():
         return k
     depthwise = k.group > 1 and k.group == k.c == k.cout
-    if (k.kh * k.kw == 1 or depthwise) and not chained:
+    cheap = depthwise or (k.kh * k.kw == 1 and not dense_1x1(k))
+    if cheap and not chained:
         return k
     if k.kh * k.kw == 1 and k.group > 1:  # ShuffleNet's: not faster than mdsl's (measured)
         return k
@@ -258,6 +260,24 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     )
     k.packed_w = k.onednn_weights[0].buffer
     return k
+
+
+# A lone 1x1 convolution goes to oneDNN, its input and output reordered around it, when
+# it has this much arithmetic per element reordered: Cin * Cout / (Cin + Cout). 1 thread,
+# mdsl / ORT, hand-written kernel against oneDNN, on an AVX-512 Xeon:
+#   25 (32 -> 128 on 112x112)  0.98 / 1.44     102 (128 -> 512 on 28x28)  1.31 / 1.16
+#   51 (64 -> 256 on 56x56)    0.90 / 1.27     128 (256 -> 256 on 28x28)  1.19 / 1.11
+#   51 (256 -> 64 on 56x56)    1.20 / 1.31     256-544 (512 -> 512 on 14x14, 1088 ->
+#                                              1088 on 7x7, ...)    1.46-1.62 / 1.05-1.10
+# and with both built for AVX2 there (`-mno-avx512f`, ONEDNN_MAX_CPU_ISA=AVX2), in ms:
+# 102: 1.10 / 1.16; 128: 1.13 / 1.09-1.14; 256: 1.28 / 0.97. At 2 threads the same order.
+DENSE_1X1 = 128
+
+
+def dense_1x1(k: kir.Conv) -> bool:
+    """Whether a 1x1 convolution has enough arithmetic per pixel to pay for reordering
+    its input and output to oneDNN's layout (`DENSE_1X1`)."""
+    return k.group == 1 and k.c * k.cout >= DENSE_1X1 * (k.c + k.cout)
 
 
 def silu_last(post_ops: tuple) -> tuple[tuple, bool]:

@@ -43,6 +43,8 @@ CASES = [
     (8, 16, 11, 3, 2, 1, 1, 1, False),
     (64, 64, 9, 3, 1, 2, 2, 4, False),  # grouped, dilated
     (32, 48, 10, 5, 3, 0, 1, 2, False),  # no padding, stride 3, uneven end
+    (256, 256, 6, 1, 1, 0, 1, 1, True),  # a lone 1x1 with much arithmetic per pixel
+    (256, 512, 7, 1, 2, 0, 1, 1, False),  # and one of stride 2
 ]
 
 
@@ -124,6 +126,21 @@ def test_a_1d_conv_chain_in_the_layout_asked_for_equals_torch(case, threads):
     expect = F.relu(F.conv1d(h, torch.from_numpy(w2), None, 1, 1)).numpy()
     for _ in range(5):  # both team sizes run
         np.testing.assert_allclose(exe(x=x)["y"], expect, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize(("cin", "cout", "by_onednn"), [(128, 512, False), (256, 256, True)])
+def test_a_lone_1x1_conv_goes_to_onednn_by_its_arithmetic_per_pixel(cin, cout, by_onednn):
+    """Cin * Cout / (Cin + Cout): 102 keeps the hand-written kernel (with AVX2 it was the
+    faster), 128 and more go to oneDNN (512 -> 512: 1.07x ORT against 1.57x)."""
+    x = _rand(1, cin, 8, 8)
+    with mdsl.Graph("lone_1x1") as g:
+        g.output(ops.conv2d(g.input("x", x.shape), g.const("w", _rand(cout, cin, 1, 1))), "y")
+    exe = mdsl.compile(g, "c")
+    assert ("mdsl_dnnl_conv_run(" in _source(exe)) == by_onednn
+    np.testing.assert_allclose(
+        exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
+    )
 
 
 @needs_onednn

@@ -262,22 +262,34 @@ def with_onednn(ctx, k: kir.Conv, w: Tensor, chained: bool = False, fused=None) 
     return k
 
 
-# A lone 1x1 convolution goes to oneDNN, its input and output reordered around it, when
-# it has this much arithmetic per element reordered: Cin * Cout / (Cin + Cout). 1 thread,
-# mdsl / ORT, hand-written kernel against oneDNN, on an AVX-512 Xeon:
-#   25 (32 -> 128 on 112x112)  0.98 / 1.44     102 (128 -> 512 on 28x28)  1.31 / 1.16
-#   51 (64 -> 256 on 56x56)    0.90 / 1.27     128 (256 -> 256 on 28x28)  1.19 / 1.11
-#   51 (256 -> 64 on 56x56)    1.20 / 1.31     256-544 (512 -> 512 on 14x14, 1088 ->
-#                                              1088 on 7x7, ...)    1.46-1.62 / 1.05-1.10
-# and with both built for AVX2 there (`-mno-avx512f`, ONEDNN_MAX_CPU_ISA=AVX2), in ms:
-# 102: 1.10 / 1.16; 128: 1.13 / 1.09-1.14; 256: 1.28 / 0.97. At 2 threads the same order.
+# A lone 1x1 convolution goes to oneDNN, its input and output reordered around it, when it
+# has at least DENSE_1X1 of arithmetic per element reordered, Cin * Cout / (Cin + Cout),
+# on an output plane of at most SMALL_PLANE positions at stride 1. On larger planes the
+# hand-written kernel's strips of 32 positions are nearly all full, and a strided one
+# reorders an input larger than its output. 1 thread, AVX-512 Xeon, mdsl / ORT,
+# hand-written against oneDNN with its reorders:
+#   Cin -> Cout   plane          ratio  hand / oneDNN
+#   128 -> 512    28x28          102    0.91 / 1.16
+#   256 -> 256    28x28          128    1.02 / 1.13
+#   256 -> 512    28x28          170    0.97 / 1.09
+#   512 -> 512    28x28          256    1.07 / 1.10
+#   256 -> 512    28x28 -> 14x14 170    0.96 / 1.16   (stride 2)
+#   256 -> 256    14x14          128    1.19 / 1.03
+#   384 -> 384    14x14          192    1.19 / 1.04
+#   512 -> 512    14x14          256    1.21 / 1.06
+#   1088 -> 1088  7x7            544    1.24 / 1.01
+# Built for AVX2 there (`-mno-avx512f`, ONEDNN_MAX_CPU_ISA=AVX2), the same split: 256 ->
+# 256 on 28x28 1.11 / 1.15 ms, 256 -> 512 on 28x28 2.10 / 2.17; 256 -> 256 on 14x14
+# 0.27 / 0.25, 384 -> 384 on 14x14 0.68 / 0.57.
 DENSE_1X1 = 128
+SMALL_PLANE = 256
 
 
 def dense_1x1(k: kir.Conv) -> bool:
-    """Whether a 1x1 convolution has enough arithmetic per pixel to pay for reordering
-    its input and output to oneDNN's layout (`DENSE_1X1`)."""
-    return k.group == 1 and k.c * k.cout >= DENSE_1X1 * (k.c + k.cout)
+    """Whether a lone 1x1 convolution is faster on oneDNN, reorders included
+    (`DENSE_1X1`, `SMALL_PLANE`)."""
+    small = k.stride == (1, 1) and k.oh * k.ow <= SMALL_PLANE
+    return small and k.group == 1 and k.c * k.cout >= DENSE_1X1 * (k.c + k.cout)
 
 
 def silu_last(post_ops: tuple) -> tuple[tuple, bool]:

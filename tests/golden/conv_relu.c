@@ -861,19 +861,15 @@ static int k1_conv_relu(float *in0, float *c0, float *c1, float *out0, float *c2
                 mdsl_pc_panel(rows, 16, c2 + b * 192, c3, scratch0 + p0, tile);
                 for (int r = 0; r < rows; r++) {
                     const int64_t co = b * 12 + r;
-                    for (int64_t p = p0; p < p0 + 32 && p < 49;) {
-                        const int64_t oy = p / 7, ox0 = p % 7;
-                        if (ox0 >= 7) { p = (oy + 1) * 7; continue; }
-                        const int64_t len = 7 - ox0 < p0 + 32 - p ? 7 - ox0 : p0 + 32 - p;
-                        const float *t = tile + r * 32 + (p - p0) - ox0;
-                        #pragma omp simd
-                        for (int64_t ox = ox0; ox < ox0 + len; ox++) {
-                            const float acc = t[ox];
-                            const float bias = c1[co];
-                            const float v0 = mdsl_max_float((acc + bias), 0.0f);
-                            out0[n * 1176 + co * 49 + oy * 7 + ox] = (float)(v0);
-                        }
-                        p += len;
+                    const int64_t oy = 0, ox0 = p0;  /* the grid is the output plane: ox runs across rows */
+                    const int64_t len = p0 + 32 < 49 ? 32 : 49 - p0;
+                    const float *t = tile + r * 32 - p0;
+                    #pragma omp simd
+                    for (int64_t ox = ox0; ox < ox0 + len; ox++) {
+                        const float acc = t[ox];
+                        const float bias = c1[co];
+                        const float v0 = mdsl_max_float((acc + bias), 0.0f);
+                        out0[n * 1176 + co * 49 + oy * 7 + ox] = (float)(v0);
                     }
                 }
             }

@@ -126,8 +126,8 @@ def _whole_strip(k: kir.Conv, gw: int) -> bool:
     512 -> 512 on 14x14 spent 18% of its time there."""
     if gw != k.ow or len(k.out_shape) != 4:
         return False
-    accesses = [] if k.epilogue is None else list(k.epilogue.loads.values())
-    accesses += [] if k.epilogue is None else [s.access for s in k.epilogue.stores]
+    ep = k.epilogue
+    accesses = [] if ep is None else [*ep.loads.values(), *(s.access for s in ep.stores)]
     return all(a.strides[2] == k.ow * a.strides[3] for a in accesses)
 
 

@@ -27,10 +27,10 @@ def load_c(folder: Path, source: str, flags: list[str]) -> ctypes.CDLL:
     return ctypes.CDLL(str(folder / "harness.so"))
 
 
-def gcc_compile(folder: Path, source: str, *extra: str) -> Path:
-    """`source` compiled (not linked) as the C target builds it, plus `extra` flags, in
-    `folder`; returns the source's path. A skip unless the target's compiler is GCC
-    (the tests read GCC's own reports and its code)."""
+def gcc_compile(folder: Path, source: str, *extra: str, output: str = "unit.o") -> Path:
+    """`source` compiled (not linked) as the C target builds it, plus `extra` flags, into
+    `folder / output` (assembly with "-S"); returns the source's path. A skip unless the
+    target's compiler is GCC (the tests read GCC's own reports and its code)."""
     from mdsl.codegen.toolchain import default_toolchain
 
     toolchain = default_toolchain()
@@ -42,7 +42,7 @@ def gcc_compile(folder: Path, source: str, *extra: str) -> Path:
     flags = [f for f in toolchain.flags if f != "-shared"]
     includes = [f"-I{d}" for d in toolchain.include_dirs]
     subprocess.run(
-        [toolchain.cc, *flags, *includes, "-c", str(path), "-o", str(folder / "unit.o"), *extra],
+        [toolchain.cc, *flags, *includes, "-c", str(path), "-o", str(folder / output), *extra],
         check=True,
     )
     return path

@@ -1,10 +1,13 @@
 """Row kernels with a large float32 output write it by streaming stores
 (`mdsl.targets.c.render`: STREAM_MIN_BYTES, `streamed_row_store`): each row is computed
-on the stack and copied out by `mdsl_stream_f32`, each thread fencing its share. Equal to
+on the stack (a cache line a step, hinting the rows to come) and copied out by
+`mdsl_stream_f32`, each thread fencing its share. Equal to
 the interpreter with rows that start off a 32-byte boundary, at 1 and 2 threads, with the
 output read by a later kernel; small outputs and softmax keep plain stores."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -62,6 +65,9 @@ def test_large_rows_stream_and_equal_the_interpreter():
     assert "#pragma omp for schedule(dynamic" in source and "nowait" in source
     fence = source.index("mdsl_stream_fence();", source.index("mdsl_stream_f32(out0"))
     assert source.index("nowait") < fence
+    # the stack row fills a cache line a step, hinting the input 8 KiB on, then its tail
+    assert re.search(r"mdsl_prefetch_line\(in0, \(b_ld\d+ \+ j_line\) \* 4 \+ 8192\);", source)
+    assert "for (int64_t j = j_line; j < 1001; j++) {" in source
     for threads in (1, 2):
         _check(g, ROWS, threads)
 

@@ -65,16 +65,23 @@ static inline uint16_t mdsl_bf16_store(float f) {  /* round to nearest even, kee
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
 /* Asks for up to 4 KiB at `offset` bytes into `base` in the L2 cache ahead of use: a row
-   kernel that reads each row several times (layer norm: 3 passes) hints a row about
-   16 KiB on while it works on this one, which the hardware's stream prefetcher does not
-   do far enough ahead. Into L2 (prefetcht1), not L1: on Zen 3 layer norm over
-   [4096, 768] took 1.59 ms against 1.68 with the hint into L1. Prefetches never fault;
+   kernel that reads each row several times and does not end by storing it (a softmax's
+   helper) hints a row about 16 KiB on while it works on this one, which the hardware's
+   stream prefetcher does not do far enough ahead. Into L2 (prefetcht1), not L1: on Zen 3
+   layer norm over [4096, 768] took 1.59 ms against 1.68 with this hint into L1 (layer
+   norm now hints line by line, mdsl_prefetch_line). Prefetches never fault;
    the addresses are integers, so a hint past the last row forms no out-of-bounds
    pointer */
 static inline void mdsl_prefetch(const void *base, int64_t offset, int64_t bytes) {
     const uintptr_t start = (uintptr_t)base + (uintptr_t)offset;
     for (int64_t i = 0; i < (bytes < 4096 ? bytes : 4096); i += 64)
         __builtin_prefetch((const void *)(start + (uintptr_t)i), 0, 2);
+}
+/* Asks for the 64-byte line at `offset` bytes into `base` in the L1 cache: a row kernel's
+   last pass, a row store, hints its inputs' lines a few KiB on, one per line it reads
+   (LINE_HINT_AHEAD_BYTES in render.py) */
+static inline void mdsl_prefetch_line(const void *base, int64_t offset) {
+    __builtin_prefetch((const void *)((uintptr_t)base + (uintptr_t)offset), 0, 3);
 }
 static inline float mdsl_signf(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == 0.0f ? 0.0f : x; }
 static inline double mdsl_sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == 0.0 ? 0.0 : x; }

@@ -7,9 +7,16 @@ own: it becomes a `View` of that run, the kernels that produce it write into the
 Concat's output, and the copy is dropped (oneDNN's in-place concat; XLA's and TVM's
 buffer assignment). That is the case when the dims before the Concat's axis multiply to
 1: a batch-1 channel Concat in NCHW, or in nChw16c when every input's channels fill
-whole blocks; in channels last, or at batch 2, each input is spread over the output and
-is copied. In a chain of Concats, each of the previous one and a new feature
+whole blocks; in channels last, or at batch 2, each input is spread over the output.
+In a chain of Concats, each of the previous one and a new feature
 (DenseNet's), every one lies at the start of the next.
+
+A channels-last input spread over the output's pixels, at any batch, is written in place
+when its one writer is mdsl's Winograd convolution (`mdsl.codegen.winograd`), which
+stores each pixel's channels at any pitch (`kir.Conv.out_pixel_stride`), and has few
+input channels (`SPREAD_MAX_CIN`): SqueezeNet's 3x3 branches. Other spread inputs are
+copied: oneDNN 3.2's convolutions cannot write such a destination (they fall back to
+the reference kernel).
 
 A copy is dropped when (`drop_concat_copies`):
 - its input is an arena buffer (a graph input, constant or output lives elsewhere) of
@@ -20,7 +27,10 @@ A copy is dropped when (`drop_concat_copies`):
   placed (Concats are taken last first: a DenseNet feature goes where the block ends);
 - every kernel that writes the input or the output runs before every kernel that reads
   it, and none both reads and writes it (a oneDNN convolution computing in its
-  residual's buffer, `kir.Conv.dst_in_residual`, would overwrite the Concat's bytes).
+  residual's buffer, `kir.Conv.dst_in_residual`, would overwrite the Concat's bytes);
+- spread over the pixels: no kernel but the copy reads the input, and its one writer is
+  a Winograd convolution in NHWC of at most SPREAD_MAX_CIN input channels a group, with
+  no residual, epilogue, SiLU or source copy.
 
 Views are not arena buffers: the memory planner never lets a result take over their
 bytes in place (a ReLU after a Concat input), nor an output holding views (`roots`).
@@ -39,15 +49,24 @@ from mdsl.codegen.access import contiguous_strides
 from mdsl.codegen.memory import ALIGNMENT
 from mdsl.expr import same, var
 
+# Written at the Concat's pitch, a Winograd kernel's stores reach lines further apart
+# and took 2-20% longer (Inception v1's, 96-160 input channels: the whole model 1.5%
+# slower than with its copies); with few input channels the copy is the larger cost
+# (SqueezeNet's fire modules, 16-64: the whole model 1.003 -> 0.965 of ORT, 1 thread,
+# two builds of each interleaved). Inception v2's three of at most 64: 0.883 -> 0.876.
+SPREAD_MAX_CIN = 64
+
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """A buffer that is bytes [offset, offset + its size) of buffer `root`: an input of
-    Concat `concat` that its producers write into the Concat's output."""
+    """A buffer that is bytes [offset, offset + its size) of buffer `root` (with a
+    `pixel_stride`, each of its pixels' channels that many elements after the last
+    pixel's): an input of Concat `concat` that its producers write into its output."""
 
     root: str
     offset: int
     concat: str
+    pixel_stride: int = 0
 
 
 def drop_concat_copies(plan, buffers: Callable[[object], tuple[set[str], set[str]]]) -> None:
@@ -57,16 +76,23 @@ def drop_concat_copies(plan, buffers: Callable[[object], tuple[set[str], set[str
     if plan.has_control_flow:
         return
     defined = _defined_before_read(plan.kernels, buffers)
+    users = _users(plan.kernels, buffers)
     views: dict[str, View] = {}
     dropped: set[int] = set()
     for k in reversed(plan.kernels):
         run = _copied_run(k, plan)
+        spread = None if run else _spread_run(k, plan, users)
+        if spread:
+            run, writer = spread[:3], spread[4]
         if run is None:
             continue
         src, dst, offset = run
         if src in views or not (defined(src) and defined(dst)):
             continue
-        views[src] = View(dst, offset, k.nodes[0].name)
+        pixel_stride = spread[3] if spread else 0
+        views[src] = View(dst, offset, k.nodes[0].name, pixel_stride)
+        if spread:
+            writer.out_pixel_stride = pixel_stride
         dropped.add(id(k))
     if not views:
         return
@@ -95,6 +121,16 @@ def in_place_note(plan) -> str:
 def _copied_run(k, plan) -> tuple[str, str, int] | None:
     """(input, output, byte offset) when `k` is a Concat's copy of a whole arena buffer
     into one contiguous, aligned run of an arena or graph-output buffer; else None."""
+    parts = _copy_parts(k, plan)
+    if parts is None or not _dense(parts[2], parts[1].access.strides):
+        return None
+    load, store, _ = parts
+    return load.buffer, store.access.buffer, _aligned_offset(store.access)
+
+
+def _copy_parts(k, plan) -> tuple[kir.Access, kir.Store, tuple[int, ...]] | None:
+    """(load, store, shape) when `k` is a Concat's copy of a whole arena buffer, read in
+    order, into an arena or graph-output buffer at a 64-byte aligned offset; else None."""
     if not isinstance(k, kir.Pointwise) or len(k.nodes) != 1 or k.nodes[0].op_type != "Concat":
         return None
     if k.lets or list(k.loads) != ["src"] or len(k.stores) != 1:
@@ -105,19 +141,53 @@ def _copied_run(k, plan) -> tuple[str, str, int] | None:
     shape = tuple(k.shape)
     if not all(isinstance(d, int) for d in shape) or load.dtype != store.access.dtype:
         return None
-    if not (_dense(shape, load.strides) and _dense(shape, store.access.strides)):
+    if not _dense(shape, load.strides):
         return None
     src, dst = plan.buffers[load.buffer], plan.buffers[store.access.buffer]
     if src.kind != "arena" or dst.kind not in ("arena", "output") or load.buffer == dst.name:
         return None
     if load.offset != 0 or src.elements != math.prod(shape):
         return None
-    if not isinstance(store.access.offset, int):
+    if _aligned_offset(store.access) is None:
         return None
-    offset = store.access.offset * store.access.dtype.itemsize
-    if offset % ALIGNMENT:
+    return load, store, shape
+
+
+def _aligned_offset(access: kir.Access) -> int | None:
+    """`access`'s offset in bytes, if a static multiple of ALIGNMENT."""
+    if not isinstance(access.offset, int) or access.offset * access.dtype.itemsize % ALIGNMENT:
         return None
-    return load.buffer, store.access.buffer, offset
+    return access.offset * access.dtype.itemsize
+
+
+def _spread_run(k, plan, users) -> tuple[str, str, int, int, kir.Conv] | None:
+    """(input, output, byte offset, pixel stride, the input's writer) when `k` copies a
+    whole arena buffer, written by a Winograd convolution only and read by `k` only,
+    into a channels-last output whose pixels lie a fixed pitch apart; else None."""
+    parts = _copy_parts(k, plan)
+    if parts is None:
+        return None
+    load, store, shape = parts
+    writers, readers = users(load.buffer)
+    conv = writers[0] if len(writers) == 1 else None
+    if not (isinstance(conv, kir.Conv) and conv.out == load.buffer and _stores_by_pixel(conv)):
+        return None
+    if readers != [k] or len(shape) < 2 or store.access.strides[-1] != 1:
+        return None
+    pitch = store.access.strides[-2]
+    by_pixel = contiguous_strides(shape[:-1])
+    strides = store.access.strides[:-1]
+    if not all(s == pitch * r for size, s, r in zip(shape, strides, by_pixel) if size != 1):
+        return None
+    return load.buffer, store.access.buffer, _aligned_offset(store.access), pitch, conv
+
+
+def _stores_by_pixel(conv: kir.Conv) -> bool:
+    """Whether `conv` writes its destination pixel by pixel in NHWC, at any pitch, and
+    has few enough input channels for the copy to cost more than writing it so."""
+    plain = not (conv.residual or conv.epilogue is not None or conv.silu or conv.x_copy)
+    few = conv.c // conv.group <= SPREAD_MAX_CIN
+    return bool(conv.winograd) and plain and few and conv.out_layout == conv.dst_layout == "acdb"
 
 
 def _dense(shape: tuple[int, ...], strides: tuple) -> bool:
@@ -125,6 +195,19 @@ def _dense(shape: tuple[int, ...], strides: tuple) -> bool:
     may have any stride)."""
     row_major = contiguous_strides(shape)
     return all(s == r for size, s, r in zip(shape, strides, row_major) if size != 1)
+
+
+def _users(kernels: list, buffers) -> Callable[[str], tuple[list, list]]:
+    """A buffer's (writers, readers) among `kernels`."""
+    writers: dict[str, list] = {}
+    readers: dict[str, list] = {}
+    for k in kernels:
+        reads, writes = buffers(k)
+        for b in writes:
+            writers.setdefault(b, []).append(k)
+        for b in reads:
+            readers.setdefault(b, []).append(k)
+    return lambda b: (writers.get(b, []), readers.get(b, []))
 
 
 def _defined_before_read(kernels: list, buffers) -> Callable[[str], bool]:
@@ -152,4 +235,4 @@ def _resolved(name: str, views: dict[str, View]) -> View:
     root, offset = view.root, view.offset
     while root in views:
         root, offset = views[root].root, offset + views[root].offset
-    return View(root, offset, view.concat)
+    return View(root, offset, view.concat, view.pixel_stride)

@@ -259,6 +259,9 @@ class Conv:
     # computed as Winograd F(2x2, 3x3) by mdsl instead of oneDNN's kernel, in the same
     # layouts (`mdsl.codegen.winograd`): its transformed weights
     winograd: str = ""
+    # the destination (NHWC) lies inside a Concat's output (`mdsl.codegen.concat_in_place`):
+    # the floats from one of its pixels to the next (0: dense, `cout`)
+    out_pixel_stride: int = 0
 
     @property
     def KIND(self) -> str:

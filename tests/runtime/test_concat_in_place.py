@@ -307,3 +307,70 @@ def test_a_dense_block_in_kept_layouts_equals_the_interpreter(batch, threads):
         np.testing.assert_allclose(
             exe(x=x)["y"], mdsl.interpret(g, {"x": x})["y"], rtol=1e-4, atol=1e-4
         )
+
+
+def _expand(batch: int, cin: int, size: int, *, wino_first: bool = False, also_read: bool = False):
+    """A fire module's expand half: 1x1 and 3x3 convolutions (64 channels each, ReLU) of
+    the input into a channel Concat, then a 1x1 convolution; weights and input."""
+    ws = [_rand(64, cin, k, k) * np.float32(1 / np.sqrt(cin * k * k)) for k in (1, 3)]
+    ws.append(_rand(16, 128, 1, 1) * np.float32(1 / np.sqrt(128)))
+    with mdsl.Graph(f"expand_b{batch}_c{cin}") as g:
+        x = g.input("x", (batch, cin, size, size))
+        w = [g.const(f"w{i}", v) for i, v in enumerate(ws)]
+        one, three = ops.relu(ops.conv2d(x, w[0])), ops.relu(ops.conv2d(x, w[1], pads=1))
+        h = ops.concat([three, one] if wino_first else [one, three], axis=1)
+        g.output(ops.relu(ops.conv2d(h, w[2])), "y")
+        if also_read:  # another kernel reads the 3x3 branch whole
+            g.output(ops.conv2d(three, g.const("w3", _rand(16, 64, 1, 1))), "z")
+    return g, ws, _rand(batch, cin, size, size)
+
+
+def _torch_expand(ws, x, wino_first: bool = False):
+    one = torch.relu(F.conv2d(T(x), T(ws[0])))
+    three = torch.relu(F.conv2d(T(x), T(ws[1]), padding=1))
+    h = torch.cat([three, one] if wino_first else [one, three], 1)
+    return torch.relu(F.conv2d(h, T(ws[2]))).numpy()
+
+
+def _winograd(exe) -> kir.Conv:
+    (conv,) = [k for k in exe.plan.kernels if isinstance(k, kir.Conv) and k.winograd]
+    return conv
+
+
+@needs_onednn
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "batch, cin, wino_first", [(1, 16, False), (2, 16, False), (1, 32, True), (2, 64, True)]
+)
+def test_a_winograd_branch_writes_into_its_channels_last_concat(batch, cin, wino_first, threads):
+    """SqueezeNet's expand convolutions: the 3x3 one (Winograd, NHWC) stores each pixel's
+    channels at the Concat's pitch, and its copy goes; the 1x1 one (oneDNN) is copied."""
+    g, ws, x = _expand(batch, cin, 14, wino_first=wino_first)
+    exe = mdsl.compile(g, "c", threads=threads)
+    want = _torch_expand(ws, x, wino_first)
+    np.testing.assert_allclose(exe(x=x)["y"], want, rtol=1e-4, atol=1e-4)  # plans it
+    conv = _winograd(exe)
+    assert conv.out_pixel_stride == 128 and _copies(exe) == 1
+    (view,) = exe.plan.views.values()
+    assert (view.pixel_stride, view.offset) == (128, 0 if wino_first else 64 * 4)
+    source = "\n".join(exe.sources.values())
+    assert "its pixels 128 elements apart" in source and "its pixels 128 floats apart" in source
+    for _ in range(3):  # both team sizes
+        np.testing.assert_allclose(exe(x=x)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_a_winograd_branch_of_many_input_channels_or_read_elsewhere_is_copied():
+    """With more than SPREAD_MAX_CIN input channels the Winograd kernel costs more than
+    the copy, and writing at the Concat's pitch slowed it by more than the copy took
+    (Inception); an input another kernel reads too stays whole (placed, that kernel read
+    the Concat's pixels as its own: an error of 2e2)."""
+    for cin, also_read in ((96, False), (16, True)):
+        g, ws, x = _expand(1, cin, 14, also_read=also_read)
+        exe = mdsl.compile(g, "c", threads=1)
+        got, want = exe(x=x), mdsl.interpret(g, {"x": x})
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got["y"], _torch_expand(ws, x), rtol=1e-4, atol=1e-4)
+        assert _winograd(exe).out_pixel_stride == 0
+        assert _copies(exe) == 2 and not exe.plan.views

@@ -264,11 +264,16 @@ def _weights_lines(k: kir.Conv) -> list[str]:
 def _winograd_lines(k: kir.Conv) -> list[str]:
     if not k.winograd:
         return []
-    return [
+    lines = [
         "/* computed as Winograd F(2x2, 3x3) by mdsl_wino_run on NHWC tensors (weights",
         f"   transformed at plan time: {k.winograd}); oneDNN's primitive is not made, its",
         "   descriptor at one thread only gives the layouts the tensors are moved between */",
     ]
+    if k.out_pixel_stride:
+        lines.append(
+            f"/* {k.out} lies inside a Concat's output: its pixels {k.out_pixel_stride} floats apart */"
+        )
+    return lines
 
 
 def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
@@ -306,7 +311,7 @@ def onednn_conv_body(k: kir.Conv, epilogue_lines) -> str:
         f"{INDENT}{_c_tag(k.x_layout)}, {_c_tag(k.residual_layout)}, {_c_tag(k.out_layout)}, "
         f"{k.onednn_src_elems}, {k.onednn_dst_elems}, weights, {len(k.onednn_weights)}, "
         f"{_c_tag(k.x_copy_layout)}, {int(k.dst_in_residual)}, {_c_tag(k.onednn_act_tag)}, "
-        f"{int(bool(k.winograd))}}};",
+        f"{int(bool(k.winograd))}, {k.out_pixel_stride}}};",
         "if (!mdsl_dnnl_conv_ready(s, &spec))",
         f"{INDENT}return 1;",
         f"if (mdsl_dnnl_conv_run(s, &spec, {k.x}, w, {k.winograd or '0'}, {k.bias or '0'}, "

@@ -287,6 +287,8 @@ def _buffer_lines(plan: Plan) -> list[str]:
     for name, view in plan.views.items():
         ctype = C_TYPES[plan.buffers[name].dtype]
         where = f"its producers write straight into {view.concat}'s output"
+        if view.pixel_stride:
+            where += f", its pixels {view.pixel_stride} elements apart"
         lines.append(
             f"{ctype} *{name} = ({ctype} *)((char *){view.root} + {view.offset});  "
             f"/* {comment_text(plan.buffers[name].tensor)}: {comment_text(where)} */"

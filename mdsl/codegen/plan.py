@@ -42,6 +42,7 @@ import xxhash
 from mdsl.codegen import kir
 from mdsl.codegen.blocked import keep_blocked
 from mdsl.codegen.concat_in_place import View, drop_concat_copies, roots
+from mdsl.codegen.copy_forwarding import forward_run_copies
 from mdsl.codegen.dims import evaluate_size, free_symbols, rename_symbols
 from mdsl.codegen.lower import (
     Context,
@@ -348,6 +349,7 @@ def build_plan(
     _name_symbol_slots(plan)
     if c_bindings:
         drop_concat_copies(plan, kernel_buffers)
+        forward_run_copies(plan, kernel_buffers)
     plan.lifetimes, steps = buffer_lifetimes(plan.kernels)
     plan.lifetimes = _views_in_roots(plan, plan.lifetimes)
     plan.inplace = _inplace_candidates(plan, steps)

@@ -10,7 +10,8 @@ Rows: neutral elements (x+0, 0+x, x-0, x*1, 1*x, x/1, x**1); Identity; Dropout
 transpose∘transpose (perms composed, dropped when the identity); chains of reshape-like
 ops (Reshape/Flatten/Squeeze/Unsqueeze) collapsed into one Reshape or dropped;
 idempotent and involutive ops (Relu∘Relu, Neg∘Neg); neutral Pad, Slice, Expand, Tile,
-single-input Concat; Where with a constant all-true/all-false condition.
+single-input Concat; Gather of one constant index as a Slice; Where with a constant
+all-true/all-false condition.
 """
 
 from __future__ import annotations
@@ -138,6 +139,24 @@ def _neutral_tile(m: Match) -> Tensor | None:
     return _input(m) if all(r == 1 for r in m.root.attrs["repeats"]) else None
 
 
+def _gather_one(m: Match) -> Tensor | None:
+    """Gather of one constant in-range index (a scalar or a one-element vector) as a
+    Slice of that index, squeezed for a scalar: data movement that fuses with the
+    transposes and reshapes around it into one copy, where a Gather kernel copied on
+    its own (the Q, K and V picked out of a fused projection)."""
+    index = m["index"].producer.const_value()
+    axis = m.root.attrs["axis"] % m.x.ndim
+    size = m.x.shape[axis]
+    if index.size != 1 or index.ndim > 1 or not isinstance(size, int):
+        return None
+    i = int(index.reshape(()))
+    if not -size <= i < size:
+        return None  # out of range: the Gather kernel reports it at run time
+    i %= size
+    picked = m.emit("Slice", [m.x], {"starts": (i,), "ends": (i + 1,), "axes": (axis,)})
+    return picked if index.ndim == 1 else m.emit("Squeeze", [picked], {"axes": (axis,)})
+
+
 def _constant_where(m: Match) -> Tensor | None:
     cond = m["cond"].producer.const_value()
     if cond.size == 0:
@@ -175,6 +194,7 @@ SIMPLIFY_RULES = PatternMatcher(
         (Pat("Expand", x), _input),
         (Pat("Tile", x), _neutral_tile),
         (Pat("Concat", x), _input),
+        (Pat("Gather", x, Pat.cvar("index")), _gather_one),
         (Pat("Where", Pat.cvar("cond"), Pat.var("a"), Pat.var("b")), _constant_where),
     ]
 )

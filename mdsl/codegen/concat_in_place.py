@@ -80,19 +80,12 @@ def drop_concat_copies(plan, buffers: Callable[[object], tuple[set[str], set[str
     views: dict[str, View] = {}
     dropped: set[int] = set()
     for k in reversed(plan.kernels):
-        run = _copied_run(k, plan)
-        spread = None if run else _spread_run(k, plan, users)
-        if spread:
-            run, writer = spread[:3], spread[4]
-        if run is None:
+        run = _copied_run(k, plan) or _spread_run(k, plan, users)
+        if run is None or run.src in views or not (defined(run.src) and defined(run.dst)):
             continue
-        src, dst, offset = run
-        if src in views or not (defined(src) and defined(dst)):
-            continue
-        pixel_stride = spread[3] if spread else 0
-        views[src] = View(dst, offset, k.nodes[0].name, pixel_stride)
-        if spread:
-            writer.out_pixel_stride = pixel_stride
+        views[run.src] = View(run.dst, run.offset, k.nodes[0].name, run.pixel_stride)
+        if run.writer is not None:
+            run.writer.out_pixel_stride = run.pixel_stride
         dropped.add(id(k))
     if not views:
         return
@@ -118,14 +111,26 @@ def in_place_note(plan) -> str:
     )
 
 
-def _copied_run(k, plan) -> tuple[str, str, int] | None:
-    """(input, output, byte offset) when `k` is a Concat's copy of a whole arena buffer
-    into one contiguous, aligned run of an arena or graph-output buffer; else None."""
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """Where a Concat copy's input `src` lies in its output `dst`: from byte `offset`,
+    one run, or its pixels `pixel_stride` elements apart as `writer` stores them."""
+
+    src: str
+    dst: str
+    offset: int
+    pixel_stride: int = 0
+    writer: kir.Conv | None = None
+
+
+def _copied_run(k, plan) -> _Run | None:
+    """Where, when `k` is a Concat's copy of a whole arena buffer into one contiguous,
+    aligned run of an arena or graph-output buffer; else None."""
     parts = _copy_parts(k, plan)
     if parts is None or not _dense(parts[2], parts[1].access.strides):
         return None
     load, store, _ = parts
-    return load.buffer, store.access.buffer, _aligned_offset(store.access)
+    return _Run(load.buffer, store.access.buffer, _aligned_offset(store.access))
 
 
 def _copy_parts(k, plan) -> tuple[kir.Access, kir.Store, tuple[int, ...]] | None:
@@ -160,10 +165,10 @@ def _aligned_offset(access: kir.Access) -> int | None:
     return access.offset * access.dtype.itemsize
 
 
-def _spread_run(k, plan, users) -> tuple[str, str, int, int, kir.Conv] | None:
-    """(input, output, byte offset, pixel stride, the input's writer) when `k` copies a
-    whole arena buffer, written by a Winograd convolution only and read by `k` only,
-    into a channels-last output whose pixels lie a fixed pitch apart; else None."""
+def _spread_run(k, plan, users) -> _Run | None:
+    """Where, when `k` copies a whole arena buffer, written by a Winograd convolution
+    only and read by `k` only, into a channels-last output whose pixels lie a fixed
+    pitch apart; else None."""
     parts = _copy_parts(k, plan)
     if parts is None:
         return None
@@ -179,7 +184,7 @@ def _spread_run(k, plan, users) -> tuple[str, str, int, int, kir.Conv] | None:
     strides = store.access.strides[:-1]
     if not all(s == pitch * r for size, s, r in zip(shape, strides, by_pixel) if size != 1):
         return None
-    return load.buffer, store.access.buffer, _aligned_offset(store.access), pitch, conv
+    return _Run(load.buffer, store.access.buffer, _aligned_offset(store.access), pitch, conv)
 
 
 def _stores_by_pixel(conv: kir.Conv) -> bool:

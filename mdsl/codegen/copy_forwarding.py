@@ -12,8 +12,8 @@ A ViT attention picks Q, K and V out of one fused projection so: three copies of
 A copy is forwarded when (`forward_run_copies`):
 - it is the only kernel writing its destination, an arena buffer it fills whole, in
   flat order, from a run of its source (any static offset, the same order);
-- every reader of the destination is a pointwise or row kernel reading it through its
-  loads only, with the copy's element type;
+- every reader of the destination is a pointwise or row kernel (which read through
+  their loads) reading it with the copy's element type, and no other kernel writes it;
 - no kernel writes the source between the copy and the destination's last reader.
 Plans with control flow keep their copies.
 """
@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import contiguous_strides
+from mdsl.codegen.concat_in_place import roots
 
 
 def forward_run_copies(plan, buffers: Callable[[object], tuple[set[str], set[str]]]) -> int:
@@ -66,6 +67,7 @@ def _run_copy(k, plan) -> tuple[kir.Access, kir.Access] | None:
     )
     spec = plan.buffers.get(store.buffer)
     whole = spec is not None and spec.kind == "arena" and spec.elements == math.prod(shape)
+    whole = whole and store.buffer not in roots(plan)  # a Concat's output holding views
     if not (in_order and whole and store.offset == 0) or load.buffer == store.buffer:
         return None
     return load, store
@@ -84,9 +86,8 @@ def _readers_if_forwardable(plan, copy, src: str, dst: str, buffers) -> list | N
         if dst in reads:
             if not after or not isinstance(k, (kir.Pointwise, kir.Rowwise)):
                 return None
-            if _reads_outside_loads(k, dst) or any(
-                a.buffer == dst and a.dtype != copy.stores[0].access.dtype for a in k.loads.values()
-            ):
+            dtype = copy.stores[0].access.dtype
+            if any(a.buffer == dst and a.dtype != dtype for a in k.loads.values()):
                 return None
             readers.append(k)
     if not readers:
@@ -96,14 +97,6 @@ def _readers_if_forwardable(plan, copy, src: str, dst: str, buffers) -> list | N
     if any(src in buffers(k)[1] for k in plan.kernels[first + 1 : last + 1]):
         return None
     return readers
-
-
-def _reads_outside_loads(k, buffer: str) -> bool:
-    """Whether kernel `k` names `buffer` other than in its loads (a store into it)."""
-    stores = k.stores if isinstance(k, kir.Pointwise) else []
-    if isinstance(k, kir.Rowwise):
-        stores = [p for p in k.phases if isinstance(p, (kir.Store, kir.RowStore))]
-    return any(s.access.buffer == buffer for s in stores)
 
 
 def _moved(access: kir.Access, dst: str, src: kir.Access) -> kir.Access:

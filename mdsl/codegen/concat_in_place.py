@@ -41,6 +41,7 @@ flow, and copies of symbolic sizes, keep their copies.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,11 +77,11 @@ def drop_concat_copies(plan, buffers: Callable[[object], tuple[set[str], set[str
     if plan.has_control_flow:
         return
     defined = _defined_before_read(plan.kernels, buffers)
-    users = _users(plan.kernels, buffers)
+    writers, readers = buffer_users(plan.kernels, buffers)
     views: dict[str, View] = {}
     dropped: set[int] = set()
     for k in reversed(plan.kernels):
-        run = _copied_run(k, plan) or _spread_run(k, plan, users)
+        run = _copied_run(k, plan) or _spread_run(k, plan, writers, readers)
         if run is None or run.src in views or not (defined(run.src) and defined(run.dst)):
             continue
         views[run.src] = View(run.dst, run.offset, k.nodes[0].name, run.pixel_stride)
@@ -165,7 +166,7 @@ def _aligned_offset(access: kir.Access) -> int | None:
     return access.offset * access.dtype.itemsize
 
 
-def _spread_run(k, plan, users) -> _Run | None:
+def _spread_run(k, plan, writers, readers) -> _Run | None:
     """Where, when `k` copies a whole arena buffer, written by a Winograd convolution
     only and read by `k` only, into a channels-last output whose pixels lie a fixed
     pitch apart; else None."""
@@ -173,11 +174,11 @@ def _spread_run(k, plan, users) -> _Run | None:
     if parts is None:
         return None
     load, store, shape = parts
-    writers, readers = users(load.buffer)
-    conv = writers[0] if len(writers) == 1 else None
+    written_by = writers.get(load.buffer, [])
+    conv = written_by[0] if len(written_by) == 1 else None
     if not (isinstance(conv, kir.Conv) and conv.out == load.buffer and _stores_by_pixel(conv)):
         return None
-    if readers != [k] or len(shape) < 2 or store.access.strides[-1] != 1:
+    if readers.get(load.buffer) != [k] or len(shape) < 2 or store.access.strides[-1] != 1:
         return None
     pitch = store.access.strides[-2]
     by_pixel = contiguous_strides(shape[:-1])
@@ -202,17 +203,17 @@ def _dense(shape: tuple[int, ...], strides: tuple) -> bool:
     return all(s == r for size, s, r in zip(shape, strides, row_major) if size != 1)
 
 
-def _users(kernels: list, buffers) -> Callable[[str], tuple[list, list]]:
-    """A buffer's (writers, readers) among `kernels`."""
-    writers: dict[str, list] = {}
-    readers: dict[str, list] = {}
+def buffer_users(kernels: list, buffers) -> tuple[dict[str, list], dict[str, list]]:
+    """(writers, readers) of each buffer among `kernels`, in their order."""
+    writers: dict[str, list] = defaultdict(list)
+    readers: dict[str, list] = defaultdict(list)
     for k in kernels:
         reads, writes = buffers(k)
         for b in writes:
-            writers.setdefault(b, []).append(k)
+            writers[b].append(k)
         for b in reads:
-            readers.setdefault(b, []).append(k)
-    return lambda b: (writers.get(b, []), readers.get(b, []))
+            readers[b].append(k)
+    return writers, readers
 
 
 def _defined_before_read(kernels: list, buffers) -> Callable[[str], bool]:

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from mdsl.codegen import kir
 from mdsl.codegen.access import contiguous_strides
-from mdsl.codegen.concat_in_place import roots
+from mdsl.codegen.concat_in_place import buffer_users, roots
 
 
 def forward_run_copies(plan, buffers: Callable[[object], tuple[set[str], set[str]]]) -> int:
@@ -34,17 +34,20 @@ def forward_run_copies(plan, buffers: Callable[[object], tuple[set[str], set[str
     how many went. `buffers(k)` is (the buffers kernel `k` reads, those it writes)."""
     if plan.has_control_flow:
         return 0
+    position = {id(k): i for i, k in enumerate(plan.kernels)}
+    writers, readers = buffer_users(plan.kernels, buffers)
     dropped: set[int] = set()
     for k in list(plan.kernels):
         run = _run_copy(k, plan)
         if run is None:
             continue
         src, dst = run
-        readers = _readers_if_forwardable(plan, k, src.buffer, dst.buffer, buffers)
-        if readers is None:
+        targets = readers[dst.buffer]
+        if not _forwardable(k, src.buffer, targets, writers[dst.buffer], writers, position):
             continue
-        for r in readers:
+        for r in targets:
             r.loads = {n: _moved(a, dst.buffer, src) for n, a in r.loads.items()}
+        readers[src.buffer] += targets
         del plan.buffers[dst.buffer]
         dropped.add(id(k))
     plan.kernels = [k for k in plan.kernels if id(k) not in dropped]
@@ -73,30 +76,21 @@ def _run_copy(k, plan) -> tuple[kir.Access, kir.Access] | None:
     return load, store
 
 
-def _readers_if_forwardable(plan, copy, src: str, dst: str, buffers) -> list | None:
-    """The kernels reading `dst`, if all can read `src` instead (module doc), else None."""
-    readers, after = [], False
-    for k in plan.kernels:
-        reads, writes = buffers(k)
-        if k is copy:
-            after = True
-            continue
-        if dst in writes:
-            return None
-        if dst in reads:
-            if not after or not isinstance(k, (kir.Pointwise, kir.Rowwise)):
-                return None
-            dtype = copy.stores[0].access.dtype
-            if any(a.buffer == dst and a.dtype != dtype for a in k.loads.values()):
-                return None
-            readers.append(k)
-    if not readers:
-        return None
-    last = max(plan.kernels.index(r) for r in readers)
-    first = plan.kernels.index(copy)
-    if any(src in buffers(k)[1] for k in plan.kernels[first + 1 : last + 1]):
-        return None
-    return readers
+def _forwardable(copy, src: str, targets: list, dst_writers: list, writers, position) -> bool:
+    """Whether the readers `targets` of the copy's destination can all read `src` instead
+    (module doc): pointwise or row kernels after the copy, its only writer, reading the
+    destination in the copy's element type, with no write of `src` until the last."""
+    dtype, at = copy.stores[0].access.dtype, position[id(copy)]
+    if not targets or dst_writers != [copy]:
+        return False
+    dst = copy.stores[0].access.buffer
+    for k in targets:
+        if not isinstance(k, (kir.Pointwise, kir.Rowwise)) or position[id(k)] < at:
+            return False
+        if any(a.buffer == dst and a.dtype != dtype for a in k.loads.values()):
+            return False
+    last = max(position[id(k)] for k in targets)
+    return not any(at < position[id(w)] <= last for w in writers[src])
 
 
 def _moved(access: kir.Access, dst: str, src: kir.Access) -> kir.Access:

@@ -73,6 +73,9 @@ def test_long_rows_sum_in_blocks_and_hint_later_lines_as_they_store():
     # layer norm's store, a cache line a step, hints the line 8 KiB on; then the row's tail
     hint = r"mdsl_prefetch_line\(in0, \(b_ld\d+ \+ j_line\) \* 4 \+ 8192\);"
     assert len(re.findall(hint, kernel)) == 1
+    # ...and its output's line 8 KiB on for writing
+    write = r"mdsl_prefetch_line_for_write\(out1, \(b_st\d+ \+ j_line\) \* 4 \+ 8192\);"
+    assert len(re.findall(write, kernel)) == 1
     assert "for (; j_line + 16 <= 300; j_line += 16) {" in kernel
     assert "for (int64_t j = j_line; j < 300; j++) {" in kernel
     assert "mdsl_prefetch(" not in kernel  # no burst at the row's start as well
@@ -84,6 +87,8 @@ def test_float64_rows_hint_a_line_per_eight_elements():
     kernel = _kernel(render_c(build_plan(mdsl.optimize(_graph((8, 300), "float64")))))
     assert "for (; j_line + 8 <= 300; j_line += 8) {" in kernel
     assert re.search(r"mdsl_prefetch_line\(in0, \(b_ld\d+ \+ j_line\) \* 8 \+ 8192\);", kernel)
+    write = r"mdsl_prefetch_line_for_write\(out1, \(b_st\d+ \+ j_line\) \* 8 \+ 8192\);"
+    assert re.search(write, kernel)
 
 
 def test_rows_shorter_than_a_kib_take_no_hint():

@@ -67,6 +67,7 @@ def test_large_rows_stream_and_equal_the_interpreter():
     assert source.index("nowait") < fence
     # the stack row fills a cache line a step, hinting the input 8 KiB on, then its tail
     assert re.search(r"mdsl_prefetch_line\(in0, \(b_ld\d+ \+ j_line\) \* 4 \+ 8192\);", source)
+    assert "mdsl_prefetch_line_for_write(out" not in source  # streamed: no ownership needed
     assert "for (int64_t j = j_line; j < 1001; j++) {" in source
     for threads in (1, 2):
         _check(g, ROWS, threads)

@@ -774,7 +774,10 @@ def _prefetch_next_rows(k: kir.Rowwise, bases, row_stride, n_outer: int) -> list
 #   line by line    1.36   0.88   0.88   0.88   0.89   0.88   0.99
 # (4 KiB on did as well as 8; AVX2 flags, d = 768: 1.00, 1.05, 0.89.) Streamed rows the
 # same way, d = 768: 12 MiB 1.17, 1.31, 0.92 ms; 96 MiB 11.6, 10.1, 8.7 ms. Rows shorter
-# than LINE_HINT_MIN_BYTES take no hint.
+# than LINE_HINT_MIN_BYTES take no hint. The output's line the same distance on is
+# hinted for writing: the same layer norm, rows of 768, after the 12 MiB had left the
+# cache, mean of 8 calls 1.10-1.20 ms with the input hinted and 1.01-1.13 with both
+# (a memcpy 1.03-1.11), the same once warm; see docs/cpu-kernels.md.
 LINE_HINT_AHEAD_BYTES = 8192
 LINE_HINT_MIN_BYTES = 1024
 LINE_BYTES = 64
@@ -797,19 +800,24 @@ def _line_hinted_loads(k: kir.Rowwise, row_stride, n_outer: int) -> list[kir.Acc
     return hinted
 
 
-def _line_hinting_row_loop(k, used, r, bases, row_stride, n_outer, inner, hinted) -> list[str]:
+def _line_hinting_row_loop(
+    k, used, r, bases, row_stride, n_outer, inner, hinted, written=None
+) -> list[str]:
     """`_row_loop` in steps of a cache line, each step hinting every input in `hinted`
-    LINE_HINT_AHEAD_BYTES on, then the row's tail (no hinted inputs: the plain loop)."""
+    LINE_HINT_AHEAD_BYTES on (and the output `written`, if any, for writing), then the
+    row's tail (no hinted inputs: the plain loop)."""
     simd = "#pragma omp simd"
     if not hinted:
         return _row_loop(k, used, r, bases, row_stride, n_outer, inner, simd)
     step = LINE_BYTES // min(a.dtype.itemsize for a in hinted)
     n = render_dim(k.row_size)
     hints: list[str] = []
-    for a in hinted:
+    for a, helper in [(a, "mdsl_prefetch_line") for a in hinted] + (
+        [(written, "mdsl_prefetch_line_for_write")] if written is not None else []
+    ):
         for line in range(0, step * a.dtype.itemsize, LINE_BYTES):
             at = f"({bases[id(a)]} + j_line) * {a.dtype.itemsize} + {LINE_HINT_AHEAD_BYTES + line}"
-            hint = f"{INDENT}mdsl_prefetch_line({a.buffer}, {at});"
+            hint = f"{INDENT}{helper}({a.buffer}, {at});"
             hints += [] if hint in hints else [hint]
     head = [f"for (int64_t j = j_line; j < j_line + {step}; j++) {{"]
     lines = [
@@ -922,7 +930,13 @@ def _row_store_loop(k, store, r, bases, row_stride, n_outer, hinted=()) -> list[
     base = bases[id(store.access)]
     index = f"{base} + {off}" if off else base
     inner = [_store(store.access, index, value)]
-    return _line_hinting_row_loop(k, used, r, bases, row_stride, n_outer, inner, hinted)
+    written = _write_hinted(store, row_stride) if hinted else None
+    return _line_hinting_row_loop(k, used, r, bases, row_stride, n_outer, inner, hinted, written)
+
+
+def _write_hinted(store: kir.RowStore, row_stride) -> kir.Access | None:
+    """The output a line-hinting row store also hints for writing: its rows contiguous."""
+    return store.access if row_stride.get(id(store.access)) == 1 else None
 
 
 # A float sum over a row runs in blocks of SUM_BLOCK_BYTES of partial sums (4 AVX-512 or

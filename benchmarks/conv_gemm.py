@@ -421,6 +421,9 @@ def main(argv=None) -> int:
         args.threads = "1"
     threads = [int(t) for t in args.threads.split(",")]
     names = args.only.split(",") if args.only else list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; cases: {', '.join(CASES)}")
     load = background_load(args.load)
     try:
         if args.thread_rule:

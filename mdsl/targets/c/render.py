@@ -811,10 +811,11 @@ def _line_hinting_row_loop(
         return _row_loop(k, used, r, bases, row_stride, n_outer, inner, simd)
     step = LINE_BYTES // min(a.dtype.itemsize for a in hinted)
     n = render_dim(k.row_size)
+    targets = [(a, "mdsl_prefetch_line") for a in hinted]
+    if written is not None:
+        targets.append((written, "mdsl_prefetch_line_for_write"))
     hints: list[str] = []
-    for a, helper in [(a, "mdsl_prefetch_line") for a in hinted] + (
-        [(written, "mdsl_prefetch_line_for_write")] if written is not None else []
-    ):
+    for a, helper in targets:
         for line in range(0, step * a.dtype.itemsize, LINE_BYTES):
             at = f"({bases[id(a)]} + j_line) * {a.dtype.itemsize} + {LINE_HINT_AHEAD_BYTES + line}"
             hint = f"{INDENT}{helper}({a.buffer}, {at});"
